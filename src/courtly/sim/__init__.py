@@ -1,0 +1,1 @@
+"""courtly.sim"""
