@@ -68,3 +68,4 @@ class UrlItem:
     band: int = 4       # priority band 0 (highest) .. 7 (lowest)
     depth: int = 0      # hops from a seed
     via: str = ""       # the page it was discovered on ("" for seeds)
+    redirects: int = 0  # redirect hops that led here

@@ -1,0 +1,339 @@
+"""Crawl configuration: frozen dataclasses loaded from strict TOML.
+
+Each TOML table maps onto one dataclass and each key onto a field of the same
+name (`[politeness] delay_s = 1.0`). An unknown table or key is an error that
+names it; a value of the wrong type is an error that names it. Command-line
+flags override the file. `warnings()` lists impolite or risky settings so the
+CLI can print them loudly (a delay under 1 s toward hosts that are not ours,
+a crawl of the open web with no contact address).
+
+Intents (`archive`, `search`, `monitor`) are profiles: they only change
+defaults, never the code path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from courtly import __version__
+
+__all__ = [
+    "ConfigError",
+    "CrawlSection",
+    "PolitenessSection",
+    "AllowSection",
+    "FetchSection",
+    "RobotsSection",
+    "NetworkSection",
+    "UrlsSection",
+    "SeenSection",
+    "WarcSection",
+    "ExtractSection",
+    "StoreSection",
+    "Config",
+    "load_config",
+    "config_from_dict",
+    "INTENTS",
+]
+
+INTENTS = ("archive", "search", "monitor")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for a one-line error message."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlSection:
+    intent: str = "archive"
+    max_pages: int = 0                 # 0 = no limit
+    depth_max: int = 16                # hops from a seed
+    politeness_key: str = "domain"     # "domain" (eTLD+1) or "host"
+    partitions: int = 1024
+    scope: str = "any"                 # "any", "seed-domains" or "seed-hosts"
+    user_agent: str = ""               # default: courtly/<version> (+contact)
+    contact: str = ""                  # URL or e-mail of the operator
+    fetch_tasks: int = 256             # host batches fetched concurrently
+    batch_max: int = 20                # URLs per host batch (lease)
+    lease_s: float = 300.0
+    retries_max: int = 2               # retries after a network error / 5xx
+    seed: int = 1                      # the random generator's seed
+
+    def __post_init__(self) -> None:
+        if self.intent not in INTENTS:
+            raise ConfigError(f"crawl.intent must be one of {', '.join(INTENTS)}, not {self.intent!r}")
+        if self.politeness_key not in ("domain", "host"):
+            raise ConfigError("crawl.politeness_key must be 'domain' or 'host'")
+        if self.scope not in ("any", "seed-domains", "seed-hosts"):
+            raise ConfigError("crawl.scope must be 'any', 'seed-domains' or 'seed-hosts'")
+        _positive("crawl.partitions", self.partitions)
+        _positive("crawl.fetch_tasks", self.fetch_tasks)
+        _positive("crawl.batch_max", self.batch_max)
+        _non_negative("crawl.max_pages", self.max_pages)
+        _non_negative("crawl.depth_max", self.depth_max)
+        _non_negative("crawl.retries_max", self.retries_max)
+        if self.retries_max > 10:
+            raise ConfigError("crawl.retries_max is at most 10")
+
+    def agent(self) -> str:
+        if self.user_agent:
+            return self.user_agent
+        contact = f"; +{self.contact}" if self.contact else ""
+        return f"courtly/{__version__} (polite crawler{contact})"
+
+
+@dataclass(frozen=True, slots=True)
+class AllowSection:
+    key: str
+    delay_s: float
+    owner: str
+    expires: str                       # ISO 8601 date or datetime (UTC if no zone)
+    ip_concurrency: int = 0
+    ip_rate: float = 0.0
+
+    def expires_at(self) -> float:
+        from datetime import datetime, timezone
+
+        try:
+            dt = datetime.fromisoformat(self.expires)
+        except ValueError as e:
+            raise ConfigError(f"politeness.allow expires {self.expires!r} is not ISO 8601") from e
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class PolitenessSection:
+    delay_s: float = 1.0
+    crawl_delay_s_max: float = 30.0
+    response_factor: float = 10.0
+    backoff_s_max: float = 3600.0
+    ip_concurrency: int = 4
+    ip_rate: float = 5.0
+    allow: tuple[AllowSection, ...] = ()
+
+    def __post_init__(self) -> None:
+        _non_negative("politeness.delay_s", self.delay_s)
+        _positive("politeness.ip_concurrency", self.ip_concurrency)
+        _positive("politeness.ip_rate", self.ip_rate)
+        _positive("politeness.backoff_s_max", self.backoff_s_max)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSection:
+    connect_s: float = 10.0
+    total_s: float = 60.0
+    body_bytes_max: int = 10 * 2**20
+    decoded_bytes_max: int = 50 * 2**20
+    decode_ratio_max: float = 100.0
+    header_bytes_max: int = 64 * 1024
+    redirects_max: int = 5
+
+    def __post_init__(self) -> None:
+        _positive("fetch.connect_s", self.connect_s)
+        _positive("fetch.total_s", self.total_s)
+        _positive("fetch.body_bytes_max", self.body_bytes_max)
+        _positive("fetch.decode_ratio_max", self.decode_ratio_max)
+        if not 0 <= self.redirects_max <= 20:
+            raise ConfigError("fetch.redirects_max must be in 0..20")
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsSection:
+    token: str = "courtly"             # product token matched in robots.txt
+    cache_s: float = 86400.0           # at most 24 h (RFC 9309 2.4)
+    reuse_s: float = 86400.0           # keep the last good copy this long on errors
+    retry_s_min: float = 60.0
+    retry_s_max: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.cache_s <= 86400:
+            raise ConfigError("robots.cache_s must be in (0, 86400]")
+        if not self.token or not all(c.isalnum() or c in "-_" for c in self.token):
+            raise ConfigError("robots.token must be a product token ([A-Za-z0-9_-]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkSection:
+    allow: tuple[str, ...] = ()        # CIDRs allowed beside public addresses
+    resolve: tuple[str, ...] = ()      # "host:ip" pins, like curl --resolve
+    hosts_file: str = ""               # JSON {"host": "ip"} (e.g. from courtly simweb)
+
+
+@dataclass(frozen=True, slots=True)
+class UrlsSection:
+    length_max: int = 2048
+    strip_params: tuple[str, ...] = ()            # added to the built-in list
+    order_sensitive_hosts: tuple[str, ...] = ()   # keep query order for these
+
+    def __post_init__(self) -> None:
+        _positive("urls.length_max", self.length_max)
+
+
+@dataclass(frozen=True, slots=True)
+class SeenSection:
+    bloom_capacity: int = 10_000_000
+    bloom_error_rate: float = 0.001
+
+    def __post_init__(self) -> None:
+        _positive("seen.bloom_capacity", self.bloom_capacity)
+        if not 0 < self.bloom_error_rate < 1:
+            raise ConfigError("seen.bloom_error_rate must be in (0, 1)")
+
+
+@dataclass(frozen=True, slots=True)
+class WarcSection:
+    prefix: str = "courtly"
+    file_bytes_max: int = 1_000_000_000
+    fsync: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractSection:
+    workers: int = 1
+    task_s_max: float = 10.0
+    memory_bytes_max: int = 512 * 2**20
+    links_max: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSection:
+    commit_interval_s: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    crawl: CrawlSection = field(default_factory=CrawlSection)
+    politeness: PolitenessSection = field(default_factory=PolitenessSection)
+    fetch: FetchSection = field(default_factory=FetchSection)
+    robots: RobotsSection = field(default_factory=RobotsSection)
+    network: NetworkSection = field(default_factory=NetworkSection)
+    urls: UrlsSection = field(default_factory=UrlsSection)
+    seen: SeenSection = field(default_factory=SeenSection)
+    warc: WarcSection = field(default_factory=WarcSection)
+    extract: ExtractSection = field(default_factory=ExtractSection)
+    store: StoreSection = field(default_factory=StoreSection)
+
+    def replace(self, section: str, **changes: Any) -> "Config":
+        """A copy with some fields of one section changed (CLI overrides)."""
+        sec = getattr(self, section)
+        try:
+            new = dataclasses.replace(sec, **changes)
+        except TypeError as e:
+            raise ConfigError(str(e)) from e
+        return dataclasses.replace(self, **{section: new})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def warnings(self) -> list[str]:
+        """Loud warnings for impolite or risky settings."""
+        out = []
+        from courtly.core.netpolicy import NetPolicy
+
+        only_loopback = bool(self.network.allow) and NetPolicy(self.network.allow).is_loopback_only()
+        public_targets = not only_loopback or not self.network.allow
+        if self.politeness.delay_s < 1.0 and public_targets:
+            out.append(
+                f"IMPOLITE: politeness.delay_s = {self.politeness.delay_s} s is below 1 s "
+                "and the crawl may reach hosts that are not yours."
+            )
+        if self.politeness.ip_rate > 5 or self.politeness.ip_concurrency > 4:
+            if public_targets:
+                out.append("IMPOLITE: per-IP limits above 4 in flight / 5 per second.")
+        if not self.crawl.contact and public_targets and not self.crawl.user_agent:
+            out.append(
+                "No contact: set crawl.contact (a URL or e-mail) so site operators can reach you."
+            )
+        for a in self.politeness.allow:
+            if not a.owner:
+                out.append(f"politeness.allow entry for {a.key} has no owner")
+        return out
+
+
+def _positive(name: str, v: float) -> None:
+    if v <= 0:
+        raise ConfigError(f"{name} must be > 0, not {v}")
+
+
+def _non_negative(name: str, v: float) -> None:
+    if v < 0:
+        raise ConfigError(f"{name} must be >= 0, not {v}")
+
+
+def _coerce(name: str, tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} must be a number, not {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be an integer, not {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, not {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string, not {value!r}")
+        return value
+    if origin is tuple:
+        (inner, _ellipsis) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{name} must be a list, not {value!r}")
+        if dataclasses.is_dataclass(inner):
+            return tuple(_build(f"{name}[{i}]", inner, v) for i, v in enumerate(value))
+        return tuple(_coerce(f"{name}[{i}]", inner, v) for i, v in enumerate(value))
+    if origin in (types.UnionType, typing.Union):
+        raise ConfigError(f"{name}: unsupported type")
+    raise ConfigError(f"{name}: unsupported type {tp!r}")
+
+
+def _build(name: str, cls: type, table: Any) -> Any:
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(table) - fields)
+    if unknown:
+        raise ConfigError(f"unknown key {name}.{unknown[0]} (known: {', '.join(sorted(fields))})")
+    kwargs = {k: _coerce(f"{name}.{k}", hints[k], v) for k, v in table.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ConfigError(f"[{name}]: {e}") from e
+
+
+def config_from_dict(data: dict) -> Config:
+    sections = {f.name: f for f in dataclasses.fields(Config)}
+    unknown = sorted(set(data) - set(sections))
+    if unknown:
+        raise ConfigError(f"unknown section [{unknown[0]}] (known: {', '.join(sorted(sections))})")
+    hints = typing.get_type_hints(Config)
+    built = {name: _build(name, hints[name], table) for name, table in data.items()}
+    return Config(**built)
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read a TOML file (None gives the defaults). Raises ConfigError."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read config {p}: {e.strerror}") from e
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config {p} is not valid TOML: {e}") from e
+    return config_from_dict(data)

@@ -1,0 +1,291 @@
+"""Politeness state: per politeness key and per resolved IP (invariants 1 and 2).
+
+Theory of operation
+-------------------
+Each politeness key (registered domain, or exact host) has a `KeyState`:
+its current delay, the instant it may next be fetched (`next_fetch_at`),
+whether a request is in flight, and any back-off in force. The frontier
+guarantees one lease per key, so one fetch loop serves each key; this module
+only computes *when*.
+
+    delay target = max(delay_s_min, min(robots Crawl-delay, crawl_delay_s_max),
+                       response_factor x last response time)
+    delay        = max(floor, 0.8 x old delay + 0.2 x target)
+    floor        = max(delay_s_min, capped Crawl-delay)   (never smoothed below)
+
+A 429 or 503 doubles the delay (up to backoff_s_max, 1 h) and honours
+Retry-After (delta-seconds or an HTTP-date), so the next request waits for the
+later of the two. Successful answers let the smoothing bring the delay back.
+The next request may start `delay` after the previous one *completed*.
+
+Each resolved IP has an `IpState`: at most `ip_concurrency` requests in flight
+and at most `ip_rate` starts in any one-second window (the last `ip_rate` start
+instants are kept; a start is allowed once the oldest is more than one second
+old, plus a small margin against clock jitter).
+
+Allowlist entries (key, faster limits, owner, expiry) replace the defaults for
+one key until they expire, then the defaults return by themselves.
+
+Rules: pure; every function takes `now` (seconds, wall clock of the caller).
+"""
+
+from __future__ import annotations
+
+import collections
+import email.utils
+from dataclasses import dataclass, field
+
+__all__ = [
+    "PolitenessConfig",
+    "AllowEntry",
+    "KeyState",
+    "IpState",
+    "Politeness",
+    "parse_retry_after",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PolitenessConfig:
+    delay_s: float = 1.0              # minimum gap between requests to one key
+    crawl_delay_s_max: float = 30.0   # cap on a robots.txt Crawl-delay we honour
+    response_factor: float = 10.0     # delay >= factor x last response time
+    smoothing_old: float = 0.8        # weight of the old delay in the average
+    backoff_s_max: float = 3600.0     # 429/503 doubling stops here
+    ip_concurrency: int = 4           # requests in flight per resolved IP
+    ip_rate: float = 5.0              # request starts per second per IP
+    ip_margin_s: float = 0.01         # slack added to the 1 s window (jitter)
+
+    def __post_init__(self) -> None:
+        if self.delay_s < 0 or self.crawl_delay_s_max < 0 or self.backoff_s_max <= 0:
+            raise ValueError("politeness delays must be non-negative")
+        if self.ip_concurrency < 1 or self.ip_rate <= 0:
+            raise ValueError("ip_concurrency must be >= 1 and ip_rate > 0")
+        if not 0 <= self.smoothing_old < 1:
+            raise ValueError("smoothing_old must be in [0, 1)")
+
+
+@dataclass(frozen=True, slots=True)
+class AllowEntry:
+    """A negotiated exception: faster limits for one key until `expires_at`."""
+
+    key: str
+    delay_s: float
+    owner: str
+    expires_at: float
+    ip_concurrency: int | None = None
+    ip_rate: float | None = None
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Retry-After as an absolute instant, or None if absent or unparseable.
+
+    RFC 9110 10.2.3: either delta-seconds or an HTTP-date."""
+    if not value:
+        return None
+    v = value.strip()
+    if v.isdigit():
+        return now + float(v)
+    try:
+        dt = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        return None
+    return max(now, dt.timestamp())
+
+
+@dataclass(slots=True)
+class KeyState:
+    key: str
+    delay_s: float
+    next_fetch_at: float = 0.0
+    in_flight: bool = False
+    crawl_delay_s: float | None = None
+    last_response_s: float = 0.0
+    backoff_until: float = 0.0
+    backoff_reason: str = ""
+    fetches: int = 0
+
+    def snapshot(self) -> dict:
+        return {
+            "delay_s": self.delay_s,
+            "next_fetch_at": self.next_fetch_at,
+            "crawl_delay_s": self.crawl_delay_s,
+            "last_response_s": self.last_response_s,
+            "backoff_until": self.backoff_until,
+            "backoff_reason": self.backoff_reason,
+            "fetches": self.fetches,
+        }
+
+
+@dataclass(slots=True)
+class IpState:
+    ip: str
+    in_flight: int = 0
+    starts: collections.deque = field(default_factory=collections.deque)
+
+
+class Politeness:
+    """All key and IP politeness state of one worker. Pure: `now` is an argument."""
+
+    def __init__(self, config: PolitenessConfig, allowlist: tuple[AllowEntry, ...] = ()) -> None:
+        self.config = config
+        self._allow = {e.key: e for e in allowlist}
+        self._keys: dict[str, KeyState] = {}
+        self._ips: dict[str, IpState] = {}
+
+    # ---- keys -------------------------------------------------------------
+
+    def _allow_entry(self, key: str, now: float) -> AllowEntry | None:
+        e = self._allow.get(key)
+        return e if e is not None and now < e.expires_at else None
+
+    def delay_s_min(self, key: str, now: float) -> float:
+        e = self._allow_entry(key, now)
+        return e.delay_s if e is not None else self.config.delay_s
+
+    def key(self, key: str) -> KeyState:
+        st = self._keys.get(key)
+        if st is None:
+            st = KeyState(key=key, delay_s=self.config.delay_s)
+            self._keys[key] = st
+        return st
+
+    def known_keys(self) -> list[str]:
+        return list(self._keys)
+
+    def restore(self, key: str, snap: dict) -> None:
+        st = self.key(key)
+        st.delay_s = float(snap.get("delay_s", st.delay_s))
+        st.next_fetch_at = float(snap.get("next_fetch_at", 0.0))
+        cd = snap.get("crawl_delay_s")
+        st.crawl_delay_s = None if cd is None else float(cd)
+        st.last_response_s = float(snap.get("last_response_s", 0.0))
+        st.backoff_until = float(snap.get("backoff_until", 0.0))
+        st.backoff_reason = str(snap.get("backoff_reason", ""))
+        st.fetches = int(snap.get("fetches", 0))
+
+    def _floor(self, st: KeyState, now: float) -> float:
+        floor = self.delay_s_min(st.key, now)
+        if st.crawl_delay_s is not None:
+            floor = max(floor, min(st.crawl_delay_s, self.config.crawl_delay_s_max))
+        return floor
+
+    def set_crawl_delay(self, key: str, crawl_delay_s: float | None, now: float) -> None:
+        """robots.txt Crawl-delay for the key (capped when applied)."""
+        st = self.key(key)
+        st.crawl_delay_s = crawl_delay_s
+        floor = self._floor(st, now)
+        if st.delay_s < floor:
+            st.delay_s = floor
+
+    def ready_at(self, key: str, now: float) -> float:
+        st = self.key(key)
+        # An allowlist entry may have expired: re-apply the default floor.
+        floor = self._floor(st, now)
+        if st.delay_s < floor:
+            st.delay_s = floor
+        return max(st.next_fetch_at, st.backoff_until)
+
+    def may_start(self, key: str, now: float) -> bool:
+        st = self.key(key)
+        return not st.in_flight and now >= self.ready_at(key, now)
+
+    def started(self, key: str, now: float) -> None:
+        st = self.key(key)
+        if st.in_flight:
+            raise RuntimeError(f"politeness: second request in flight for {key}")
+        if now < self.ready_at(key, now):
+            raise RuntimeError(f"politeness: {key} started before its next fetch time")
+        st.in_flight = True
+
+    def finished(
+        self,
+        key: str,
+        now: float,
+        *,
+        response_s: float,
+        status: int,
+        retry_after: str | None = None,
+    ) -> float:
+        """Record a completed request; return the key's next fetch instant."""
+        st = self.key(key)
+        st.in_flight = False
+        st.fetches += 1
+        st.last_response_s = max(0.0, response_s)
+        floor = self._floor(st, now)
+        if status in (429, 503):
+            st.delay_s = min(max(st.delay_s * 2.0, floor), self.config.backoff_s_max)
+            st.delay_s = max(st.delay_s, floor)
+            until = parse_retry_after(retry_after, now)
+            if until is not None:
+                # honour the server, but never wait more than the back-off cap
+                st.backoff_until = min(until, now + self.config.backoff_s_max)
+            st.backoff_reason = f"{status}" + (f" Retry-After {retry_after}" if retry_after else "")
+        else:
+            target = max(floor, self.config.response_factor * st.last_response_s)
+            w = self.config.smoothing_old
+            st.delay_s = max(floor, w * st.delay_s + (1.0 - w) * target)
+            if now >= st.backoff_until:
+                st.backoff_reason = ""
+        st.next_fetch_at = now + st.delay_s
+        return max(st.next_fetch_at, st.backoff_until)
+
+    def aborted(self, key: str, now: float) -> float:
+        """A request that never reached the network (e.g. DNS failure): free the key."""
+        st = self.key(key)
+        st.in_flight = False
+        return max(st.next_fetch_at, st.backoff_until)
+
+    # ---- IPs ----------------------------------------------------------------
+
+    def _ip_limits(self, key: str | None, now: float) -> tuple[int, float]:
+        e = self._allow_entry(key, now) if key else None
+        conc = e.ip_concurrency if e and e.ip_concurrency else self.config.ip_concurrency
+        rate = e.ip_rate if e and e.ip_rate else self.config.ip_rate
+        return conc, rate
+
+    def _ip(self, ip: str) -> IpState:
+        st = self._ips.get(ip)
+        if st is None:
+            st = IpState(ip=ip)
+            self._ips[ip] = st
+        return st
+
+    def ip_ready_at(self, ip: str, now: float, key: str | None = None) -> float | None:
+        """When a new request to `ip` may start: `now` if it may start now, a later
+        instant for the rate limit, or None when the concurrency limit is reached
+        (wait for a completion)."""
+        conc, rate = self._ip_limits(key, now)
+        st = self._ip(ip)
+        if st.in_flight >= conc:
+            return None
+        window = int(rate) if rate >= 1 else 1
+        span = 1.0 if rate >= 1 else 1.0 / rate
+        if len(st.starts) < window:
+            return now
+        oldest = st.starts[-window]
+        return max(now, oldest + span + self.config.ip_margin_s)
+
+    def ip_started(self, ip: str, now: float, key: str | None = None) -> None:
+        ready = self.ip_ready_at(ip, now, key)
+        if ready is None or ready > now:
+            raise RuntimeError(f"politeness: IP {ip} limit exceeded")
+        st = self._ip(ip)
+        st.in_flight += 1
+        st.starts.append(now)
+        conc, rate = self._ip_limits(key, now)
+        window = int(rate) if rate >= 1 else 1
+        while len(st.starts) > window:
+            st.starts.popleft()
+
+    def ip_finished(self, ip: str) -> None:
+        st = self._ip(ip)
+        st.in_flight = max(0, st.in_flight - 1)
+
+    def ip_in_flight(self, ip: str) -> int:
+        st = self._ips.get(ip)
+        return st.in_flight if st else 0

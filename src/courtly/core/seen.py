@@ -1,0 +1,66 @@
+"""URL-seen: a Bloom filter in front of the exact store (DESIGN "Stores").
+
+The exact store (the `urls` table's primary key) is the authority for "seen".
+The Bloom filter is only a negative cache: when it says *no*, the URL is
+certainly new and the store lookup is skipped; when it says *maybe*, the
+caller asks the store. A false positive therefore costs one lookup, never a
+lost URL. The filter is sized from config, rebuilt from the store on open
+(so it needs no file of its own), and reports its fill ratio; past
+`fill_alarm` the false-positive rate has degraded and the operator is told.
+
+Pure: no I/O; the filter lives in memory.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from rbloom import Bloom
+
+__all__ = ["SeenFilter"]
+
+
+class SeenFilter:
+    def __init__(self, capacity: int, error_rate: float, *, fill_alarm: float = 0.5) -> None:
+        if capacity < 1 or not 0 < error_rate < 1:
+            raise ValueError("capacity must be >= 1 and error_rate in (0, 1)")
+        self.capacity = capacity
+        self.error_rate = error_rate
+        self.fill_alarm = fill_alarm
+        self._bloom = Bloom(capacity, error_rate)
+        bits = self._bloom.size_in_bits
+        self._hashes = max(1, round(bits / capacity * math.log(2)))
+        self.lookups = 0
+        self.negatives = 0          # lookups the filter answered alone
+        self.false_positives = 0    # "maybe" answers the store said were new
+
+    def __contains__(self, url: str) -> bool:
+        self.lookups += 1
+        hit = url in self._bloom
+        if not hit:
+            self.negatives += 1
+        return hit
+
+    def add(self, url: str) -> None:
+        self._bloom.add(url)
+
+    def update(self, urls: Iterable[str]) -> None:
+        self._bloom.update(urls)
+
+    def note_false_positive(self) -> None:
+        self.false_positives += 1
+
+    @property
+    def approx_items(self) -> float:
+        return float(self._bloom.approx_items)
+
+    @property
+    def fill_ratio(self) -> float:
+        """Estimated fraction of bits set: 1 - exp(-k n / m)."""
+        m = self._bloom.size_in_bits
+        return 1.0 - math.exp(-self._hashes * self.approx_items / m)
+
+    @property
+    def alarm(self) -> bool:
+        return self.fill_ratio > self.fill_alarm

@@ -1,0 +1,62 @@
+"""The edges of the core: one `typing.Protocol` per port.
+
+The runtime depends on these shapes, never on a concrete technology, so the
+same worker runs against aiohttp and SQLite in production and against
+simulated fakes (`Sim*`, `VirtualClock`) in deterministic tests.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping, Protocol, runtime_checkable
+
+__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch (wall clock, so instants survive restarts)."""
+
+    async def sleep_until(self, at: float) -> None: ...
+
+
+class Resolver(Protocol):
+    async def resolve(self, host: str) -> list[str]:
+        """Validated addresses, first is the one to connect to; raises ResolveFailed."""
+
+
+class Fetcher(Protocol):
+    async def fetch(self, url: str, *, ip: str | None = None,
+                    headers: Mapping[str, str] | None = None): ...
+
+    async def close(self) -> None: ...
+
+
+class Extractor(Protocol):
+    async def submit(self, body: bytes, url: str, content_type: str, x_robots_tag: str): ...
+
+    async def close(self) -> None: ...
+
+
+class WarcSink(Protocol):
+    def write_exchange(self, *, url: str, ip: str, request_head: bytes, response_head: bytes,
+                       body: bytes, fetched_at: float, truncated: str | None = None,
+                       metadata: dict[str, str] | None = None): ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """Durable crawl state. Writes arrive in batches (`apply`), one transaction each."""
+
+    def apply(self, batch) -> None: ...
+
+    def has_url(self, url: str) -> bool: ...
+
+    def iter_urls(self) -> Iterator[str]: ...
+
+    def iter_queued(self) -> Iterable[tuple]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,138 @@
+"""Admission: what happens to a discovered URL before it is queued.
+
+In order: resolve against the page, normalise (rules versioned in
+core/urls), depth cap, URL-seen (Bloom negative cache, then the exact
+store), scope, politeness key, then the frontier. Every URL refused here that
+is not a duplicate gets a `Decision` in the store; duplicates are counted
+(their normalised form already has a record of its own).
+
+The pieces are the core's; this module only orders them and talks to the
+store, so it lives in the runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from courtly.core.types import Reason, UrlItem
+from courtly.core.urls import UrlError, normalize_url, politeness_key, registered_domain, resolve_url, split_origin
+
+if TYPE_CHECKING:
+    from courtly.runtime.crawler import Crawler
+
+__all__ = ["Admission"]
+
+_HINT_KINDS = frozenset({"canonical", "alternate", "next", "prev"})
+
+
+class Admission:
+    def __init__(self, crawler: "Crawler") -> None:
+        self.c = crawler
+        self._pending: set[str] = set()     # admitted since the last commit
+        self._seed_hosts: set[str] = set()
+        self._seed_domains: set[str] = set()
+
+    def set_seeds(self, seeds: list[str]) -> None:
+        for s in seeds:
+            try:
+                host = split_origin(normalize_url(s, self.c.rules)).host
+            except UrlError:
+                continue
+            self._seed_hosts.add(host)
+            self._seed_domains.add(registered_domain(host))
+
+    def committed(self) -> None:
+        self._pending.clear()
+
+    def _is_seen(self, url: str) -> bool:
+        seen = self.c.seen
+        if url not in seen:
+            return False
+        if url in self._pending or self.c.store.has_url(url):
+            return True
+        seen.note_false_positive()
+        return False
+
+    def _in_scope(self, host: str) -> bool:
+        scope = self.c.cfg.crawl.scope
+        if scope == "any" or not self._seed_hosts:
+            return True
+        if scope == "seed-hosts":
+            return host in self._seed_hosts
+        return registered_domain(host) in self._seed_domains
+
+    def admit(self, raw: str, *, via: str | None, band: int, depth: int, now: float,
+              redirects: int = 0) -> bool:
+        """Queue `raw` (already absolute). True when it was queued."""
+        c = self.c
+        via_s = via or ""
+        try:
+            url = normalize_url(raw, c.rules)
+        except UrlError as e:
+            # Record under the raw form: it has no normalised one.
+            if raw not in c.seen:
+                c.seen.add(raw)
+                self._pending.add(raw)
+                c.decide(raw[:4096], "", via_s, e.reason, str(e), now, depth)
+            return False
+        if self._is_seen(url):
+            c.stats.duplicates += 1
+            return False
+        c.seen.add(url)
+        self._pending.add(url)
+        host = split_origin(url).host
+        key = politeness_key(host, c.cfg.crawl.politeness_key)
+        if depth > c.cfg.crawl.depth_max:
+            c.decide(url, key, via_s, Reason.DEPTH, f"depth {depth} > {c.cfg.crawl.depth_max}", now, depth)
+            return False
+        if not self._in_scope(host):
+            c.decide(url, key, via_s, Reason.SCOPE, f"scope {c.cfg.crawl.scope}", now, depth)
+            return False
+        item = UrlItem(url=url, key=key, band=band, depth=depth, via=via_s, redirects=redirects)
+        c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
+        return c._queue(item, now)
+
+    def admit_redirect(self, location: str, item: UrlItem, now: float) -> None:
+        c = self.c
+        try:
+            target = resolve_url(item.url, location)
+        except (UrlError, ValueError):
+            c.decide(location[:4096], "", item.url, Reason.MALFORMED, "bad Location", now, item.depth)
+            return
+        hops = item.redirects + 1
+        if hops > c.cfg.fetch.redirects_max:
+            try:
+                url = normalize_url(target, c.rules)
+            except UrlError:
+                url = target
+            if not self._is_seen(url):
+                c.seen.add(url)
+                self._pending.add(url)
+                c.decide(url, "", item.url, Reason.REDIRECTS,
+                         f"{hops} redirect hops > {c.cfg.fetch.redirects_max}", now, item.depth)
+            return
+        self.admit(target, via=item.url, band=item.band, depth=item.depth, now=now, redirects=hops)
+
+    def admit_links(self, page, item: UrlItem, now: float) -> None:
+        c = self.c
+        depth = item.depth + 1
+        for link in page.links:
+            if page.nofollow or link.nofollow:
+                self._refuse_nofollow(link.url, item, now, depth,
+                                      "page nofollow" if page.nofollow else "rel=nofollow")
+                continue
+            band = 5 if link.kind in _HINT_KINDS else 4
+            if link.kind == "refresh":
+                band = item.band
+            self.admit(link.url, via=item.url, band=band, depth=depth, now=now)
+
+    def _refuse_nofollow(self, raw: str, item: UrlItem, now: float, depth: int, why: str) -> None:
+        c = self.c
+        try:
+            url = normalize_url(raw, c.rules)
+        except UrlError:
+            return
+        if self._is_seen(url):
+            return
+        # Not marked seen: another page may link to it without nofollow.
+        c.decide(url, "", item.url, Reason.NOFOLLOW, why, now, depth)

@@ -1,0 +1,462 @@
+"""The crawl driver: leases host batches from the frontier and fetches them.
+
+Theory of operation
+-------------------
+One `Crawler` owns every partition (single machine). Its main loop expires
+overdue leases, hands ready host batches (leases) to fetch tasks up to
+`crawl.fetch_tasks`, and otherwise sleeps until `frontier.next_wakeup()` or
+until something changes (a task ends, URLs are queued). Nothing polls.
+
+A fetch task serves one lease, i.e. one politeness key, URL after URL:
+
+    robots ready for the URL's origin?   (fetch robots.txt first, same rules)
+    allowed by robots?                   (else Decision ROBOTS / ROBOTS_UNREACHABLE)
+    resolve + SSRF check                 (else Decision DNS / NON_PUBLIC)
+    wait for the key's next fetch time, then for the IP's limits
+    fetch -> politeness.finished -> WARC record -> links -> store
+
+Politeness is structural: only the lease holder fetches for a key, a per-key
+lock covers the rare request made for another key (a robots.txt redirect to
+another site), and `Politeness.started` refuses a second request in flight.
+
+Durability: WARC records are written as soon as a response is complete; the
+store batch that acknowledges them is committed every `store.commit_interval_s`
+after the WARC writer is flushed (invariant 5). A page counts as fetched in the
+store only together with the links found on it, so `kill -9` loses nothing:
+unacknowledged pages are fetched again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field, replace
+
+from courtly import __version__
+from courtly.config import Config
+from courtly.core.frontier import Frontier, FrontierFull, Lease
+from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
+from courtly.core.robots import RobotsBook, RobotsFailed, RobotsFetched
+from courtly.core.seen import SeenFilter
+from courtly.core.types import Reason, UrlItem
+from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
+from courtly.runtime.admission import Admission
+from courtly.shell.store.sqlite import Batch
+
+__all__ = ["Crawler", "CrawlStats"]
+
+SEED_BAND = 1
+LINK_BAND = 4
+HINT_BAND = 5          # canonical / alternate / pagination links
+
+
+@dataclass(slots=True)
+class CrawlStats:
+    started_at: float = 0.0
+    fetched: int = 0             # pages with a response (any status)
+    robots_fetched: int = 0
+    errors: int = 0              # network errors and failures
+    bytes: int = 0
+    decisions: int = 0
+    duplicates: int = 0          # links to already-seen URLs
+    retries: int = 0
+    extract_failed: int = 0
+    in_flight: int = 0
+    status: dict[int, int] = field(default_factory=dict)
+
+
+class Crawler:
+    def __init__(self, cfg: Config, *, clock, resolver, fetcher, warc, store, extractor) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.resolver = resolver
+        self.fetcher = fetcher
+        self.warc = warc
+        self.store = store
+        self.extractor = extractor
+        c = cfg.crawl
+        self.rng = random.Random(c.seed)
+        self.frontier = Frontier(self.rng, batch_max=c.batch_max, lease_s=c.lease_s)
+        p = cfg.politeness
+        self.politeness = Politeness(
+            PolitenessConfig(
+                delay_s=p.delay_s,
+                crawl_delay_s_max=p.crawl_delay_s_max,
+                response_factor=p.response_factor,
+                backoff_s_max=p.backoff_s_max,
+                ip_concurrency=p.ip_concurrency,
+                ip_rate=p.ip_rate,
+            ),
+            tuple(
+                AllowEntry(a.key, a.delay_s, a.owner, a.expires_at(),
+                           a.ip_concurrency or None, a.ip_rate or None)
+                for a in p.allow
+            ),
+        )
+        r = cfg.robots
+        self.robots = RobotsBook(
+            cache_s=r.cache_s, reuse_s=r.reuse_s, retry_s_min=r.retry_s_min, retry_s_max=r.retry_s_max
+        )
+        self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
+        self.rules = NormalizeRules.with_extras(
+            strip_params=cfg.urls.strip_params,
+            order_sensitive_hosts=cfg.urls.order_sensitive_hosts,
+            length_max=cfg.urls.length_max,
+        )
+        self.admission = Admission(self)
+        self.stats = CrawlStats()
+        self.batch = Batch()
+        self._attempts: dict[str, int] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._processing: set[asyncio.Task] = set()
+        self._key_locks: dict[str, asyncio.Lock] = {}
+        self._ip_waiters: dict[str, asyncio.Event] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._fatal: BaseException | None = None
+        self.token = cfg.robots.token
+        self.agent = cfg.crawl.agent()
+
+    # ---- lifecycle ------------------------------------------------------------
+
+    def load(self) -> int:
+        """Resume from the store: seen filter, queued URLs, host and robots state."""
+        now = self.clock.now()
+        self.seen.update(self.store.iter_urls())
+        for key, snap in self.store.hosts().items():
+            self.politeness.restore(key, snap)
+        for origin, snap in self.store.robots().items():
+            self.robots.restore(origin, snap)
+        n = 0
+        for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
+            item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
+            if attempts:
+                self._attempts[url] = attempts
+            self._queue(item, now)
+            n += 1
+        return n
+
+    def add_seeds(self, seeds: list[str]) -> int:
+        now = self.clock.now()
+        self.admission.set_seeds(seeds)
+        added = 0
+        for s in seeds:
+            if self.admission.admit(s, via=None, band=SEED_BAND, depth=0, now=now):
+                added += 1
+        self._wake.set()
+        return added
+
+    def stop(self) -> None:
+        """Graceful stop: no new requests; in-flight ones finish; state is saved."""
+        self._stopping = True
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def budget_left(self) -> int | None:
+        m = self.cfg.crawl.max_pages
+        if not m:
+            return None
+        return m - self.stats.fetched - self.stats.in_flight
+
+    async def run(self) -> CrawlStats:
+        self.stats.started_at = self.clock.now()
+        committer = asyncio.create_task(self._commit_loop())
+        try:
+            await self._main_loop()
+        finally:
+            for t in list(self._tasks):
+                if not t.done():
+                    await asyncio.wait({t})
+            if self._processing:
+                await asyncio.wait(set(self._processing))
+            committer.cancel()
+            try:
+                await committer
+            except asyncio.CancelledError:
+                pass
+            self.commit()
+        return self.stats
+
+    async def _main_loop(self) -> None:
+        while True:
+            now = self.clock.now()
+            self.frontier.expire(now)
+            while not self._stopping and len(self._tasks) < self.cfg.crawl.fetch_tasks:
+                left = self.budget_left()
+                if left is not None and left <= 0:
+                    break
+                lease = self.frontier.lease(now)
+                if lease is None:
+                    break
+                t = asyncio.create_task(self._run_lease(lease))
+                self._tasks.add(t)
+                t.add_done_callback(self._task_done)
+            if not self._tasks and not self._processing:
+                left = self.budget_left()
+                if self._stopping or len(self.frontier) == 0 or (left is not None and left <= 0):
+                    return
+            wake = self.frontier.next_wakeup()
+            self._wake.clear()
+            timeout = None if wake is None else max(0.0, wake - self.clock.now())
+            if self._stopping or (self.budget_left() or 1) <= 0:
+                timeout = None
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _task_done(self, t: asyncio.Task) -> None:
+        self._tasks.discard(t)
+        self._processing.discard(t)
+        if not t.cancelled() and t.exception() is not None:
+            # A bug, not a network problem: stop loudly instead of looping.
+            self._fatal = t.exception()
+            self._stopping = True
+        self._wake.set()
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.store.commit_interval_s)
+            self.commit()
+
+    def commit(self) -> None:
+        if not len(self.batch):
+            return
+        batch, self.batch = self.batch, Batch()
+        self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
+        self.store.apply(batch)
+        self.admission.committed()
+
+    # ---- queueing -------------------------------------------------------------
+
+    def _queue(self, item: UrlItem, now: float) -> bool:
+        try:
+            self.frontier.add(item, self.politeness.ready_at(item.key, now))
+        except FrontierFull:
+            self.decide(item.url, item.key, item.via, Reason.BUDGET, "host queue full", now, item.depth)
+            return False
+        self._wake.set()
+        return True
+
+    def decide(self, url: str, key: str, via: str, reason: Reason, detail: str, now: float,
+               depth: int = 0, state: str = "skipped") -> None:
+        self.stats.decisions += 1
+        self.batch.decisions.append((url, key, via, now, state, str(reason), detail, depth))
+
+    # ---- one lease ------------------------------------------------------------
+
+    async def _run_lease(self, lease: Lease) -> None:
+        key = lease.key
+        remaining = list(lease.items)
+        lost = False
+        try:
+            while remaining and not self._stopping:
+                left = self.budget_left()
+                if left is not None and left <= 0:
+                    break
+                item = remaining[0]
+                outcome = await self._serve(item, lease)
+                if outcome == "lost":
+                    lost = True
+                    return
+                if outcome == "retry-later":
+                    break       # back-off: the rest of the batch waits too
+                remaining.pop(0)
+        finally:
+            if not lost:
+                now = self.clock.now()
+                self.frontier.complete(lease.lease_id, self.politeness.ready_at(key, now), remaining)
+                self.batch.hosts[key] = self.politeness.key(key).snapshot()
+            self._wake.set()
+
+    async def _serve(self, item: UrlItem, lease: Lease) -> str:
+        """Fetch one URL of the lease. Returns 'done', 'retry-later' or 'lost'."""
+        now = self.clock.now()
+        origin = split_origin(item.url)
+        origin_s = str(origin)
+        view = self.robots.lookup(origin_s, now)
+        while view.state != "READY":
+            ok = await self._fetch_robots(origin_s, item.key, lease)
+            if not ok:
+                return "lost"
+            view = self.robots.lookup(origin_s, self.clock.now())
+        rules = view.rules
+        path = _path_of(item.url)
+        if not rules.allowed(self.token, path):
+            reason = Reason.ROBOTS_UNREACHABLE if view.unreachable else Reason.ROBOTS
+            self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
+            return "done"
+        self.politeness.set_crawl_delay(item.key, rules.crawl_delay(self.token), now)
+        try:
+            ip = (await self.resolver.resolve(origin.host))[0]
+        except Exception as e:  # ResolveFailed
+            reason = getattr(e, "reason", Reason.DNS)
+            self.decide(item.url, item.key, item.via, reason, getattr(e, "detail", str(e)), now, item.depth)
+            return "done"
+        headers = {}
+        result = await self._request(item.url, item.key, ip, lease, headers)
+        if result is None:
+            return "lost"
+        return await self._handle(item, result)
+
+    async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
+        """One request under the key's and the IP's limits. None if the lease was lost."""
+        lock = self._key_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            while True:
+                now = self.clock.now()
+                ready = self.politeness.ready_at(key, now)
+                if ready > now:
+                    await self.clock.sleep_until(ready)
+                    continue
+                ip_ready = self.politeness.ip_ready_at(ip, now, key)
+                if ip_ready is None:
+                    ev = self._ip_waiters.setdefault(ip, asyncio.Event())
+                    ev.clear()
+                    await ev.wait()
+                    continue
+                if ip_ready > now:
+                    await self.clock.sleep_until(ip_ready)
+                    continue
+                break
+            if lease is not None and not self.frontier.renew(lease.lease_id, now):
+                return None
+            self.politeness.started(key, now)
+            self.politeness.ip_started(ip, now, key)
+            self.stats.in_flight += 1
+            try:
+                result = await self.fetcher.fetch(url, ip=ip, headers=headers)
+            finally:
+                self.stats.in_flight -= 1
+                done = self.clock.now()
+                self.politeness.ip_finished(ip)
+                ev = self._ip_waiters.get(ip)
+                if ev is not None:
+                    ev.set()
+            self.politeness.finished(
+                key, done, response_s=result.elapsed_s, status=result.status,
+                retry_after=result.headers.get("retry-after") if result.headers else None,
+            )
+            return result
+
+    # ---- robots.txt -----------------------------------------------------------
+
+    async def _fetch_robots(self, origin: str, key: str, lease: Lease) -> bool:
+        now = self.clock.now()
+        self.robots.fetch_started(origin, now)
+        url = origin + "/robots.txt"
+        hops = 0
+        outcome = None
+        while outcome is None:
+            o = split_origin(url)
+            hop_key = politeness_key(o.host, self.cfg.crawl.politeness_key)
+            try:
+                ip = (await self.resolver.resolve(o.host))[0]
+            except Exception as e:
+                kind = "non_public" if getattr(e, "reason", None) == Reason.NON_PUBLIC else "dns"
+                outcome = RobotsFailed(kind)
+                break
+            result = await self._request(url, hop_key, ip, lease if hop_key == key else None, {})
+            if result is None:
+                return False
+            self.stats.robots_fetched += 1
+            self._archive(url, result, kind="robots", meta={"robots-origin": origin})
+            if result.status == 0:
+                outcome = RobotsFailed("timeout" if result.error == "timeout" else "network")
+            elif 300 <= result.status < 400 and result.headers.get("location"):
+                hops += 1
+                if hops > self.cfg.fetch.redirects_max:
+                    outcome = RobotsFailed("too_many_redirects")
+                    break
+                try:
+                    url = normalize_url(resolve_url(url, result.headers["location"]), self.rules)
+                except UrlError:
+                    outcome = RobotsFetched(404, b"", hops)  # unusable redirect: unavailable
+            else:
+                outcome = RobotsFetched(result.status, result.content or b"", hops)
+        done = self.clock.now()
+        self.robots.fetch_finished(origin, done, outcome)
+        self.batch.robots[origin] = self.robots.snapshot(origin)
+        return True
+
+    # ---- results --------------------------------------------------------------
+
+    def _archive(self, url: str, result, *, kind: str, meta: dict[str, str]) -> str:
+        ref = ""
+        if result.status:
+            provenance = {"software": f"courtly/{__version__}", "fetch-kind": kind, **meta}
+            w = self.warc.write_exchange(
+                url=url, ip=result.ip or "", request_head=result.request_head,
+                response_head=result.response_head, body=result.body, fetched_at=result.started_at,
+                truncated=result.truncated, metadata=provenance,
+            )
+            ref = f"{w.filename}:{w.offset}"
+            self.stats.bytes += len(result.body)
+        self.batch.fetches.append((
+            url, kind, result.started_at, result.status, len(result.body or b""), result.elapsed_s,
+            result.ip or "", ref, result.error or "",
+        ))
+        return ref
+
+    async def _handle(self, item: UrlItem, result) -> str:
+        now = self.clock.now()
+        status = result.status
+        if status == 0 or status >= 500 or status == 429:
+            if status:
+                self.stats.fetched += 1
+                self.stats.status[status] = self.stats.status.get(status, 0) + 1
+                self._archive(item.url, result, kind="page", meta={})
+            else:
+                self.stats.errors += 1
+                self.batch.fetches.append((item.url, "page", result.started_at, 0, 0,
+                                           result.elapsed_s, result.ip or "", "", result.error or ""))
+            attempts = self._attempts.get(item.url, 0) + 1
+            if attempts <= self.cfg.crawl.retries_max:
+                self._attempts[item.url] = attempts
+                self.stats.retries += 1
+                self.batch.requeued.append((attempts, item.url))
+                self._queue(item, now)
+                return "retry-later" if status in (429, 503) else "done"
+            self._attempts.pop(item.url, None)
+            detail = f"status {status}" if status else f"{result.error}: {result.error_detail}"
+            self.decide(item.url, item.key, item.via, Reason.ERROR,
+                        f"{detail} after {attempts} attempts", now, item.depth, state="failed")
+            return "done"
+        self.stats.fetched += 1
+        self.stats.status[status] = self.stats.status.get(status, 0) + 1
+        self._archive(item.url, result, kind="page", meta={"via": item.via, "depth": str(item.depth)})
+        self._attempts.pop(item.url, None)
+        if 300 <= status < 400:
+            loc = result.headers.get("location")
+            if loc:
+                self.admission.admit_redirect(loc, item, now)
+            self.batch.fetched.append((now, status, item.url))
+            return "done"
+        if 200 <= status < 300 and result.content and not result.error:
+            t = asyncio.create_task(self._extract(item, result))
+            self._processing.add(t)
+            t.add_done_callback(self._task_done)
+            return "done"
+        self.batch.fetched.append((now, status, item.url))
+        return "done"
+
+    async def _extract(self, item: UrlItem, result) -> None:
+        ctype = result.headers.get("content-type", "") if result.headers else ""
+        xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
+        page = await self.extractor.submit(result.content, item.url, ctype, xrt)
+        now = self.clock.now()
+        if not hasattr(page, "links"):
+            self.stats.extract_failed += 1
+            self.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
+        else:
+            self.admission.admit_links(page, item, now)
+        self.batch.fetched.append((now, result.status, item.url))
+
+
+def _path_of(url: str) -> str:
+    rest = url.split("://", 1)[1]
+    i = rest.find("/")
+    return rest[i:] if i >= 0 else "/"

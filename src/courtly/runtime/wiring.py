@@ -1,0 +1,144 @@
+"""The composition root: builds a crawl from a Config and a crawl folder.
+
+Crawl folder layout:
+
+    DIR/crawl.db        SQLite (WAL): URLs, decisions, fetch log, host and robots state
+    DIR/warc/           WARC files (+ .cdxj index beside each closed file)
+    DIR/config.json     the effective configuration of the last run
+    DIR/lock            held while a crawl runs (two crawls never share a folder)
+
+Running the same command again on the same folder resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from courtly import __version__
+from courtly.config import Config, ConfigError
+from courtly.core.netpolicy import NetPolicy
+from courtly.runtime.crawler import Crawler, CrawlStats
+from courtly.shell.clock import SystemClock
+from courtly.shell.extract import ExtractPool
+from courtly.shell.fetcher import AiohttpFetcher
+from courtly.shell.resolver import SafeResolver
+from courtly.shell.store.sqlite import SqliteStore
+from courtly.shell.warc import WarcWriter, repair
+
+__all__ = ["CrawlFolderError", "crawl_folder", "resolve_overrides", "run_crawl"]
+
+
+class CrawlFolderError(Exception):
+    """The crawl folder cannot be used (one-line message)."""
+
+
+@contextmanager
+def crawl_folder(out: Path) -> Iterator[Path]:
+    """Create/lock the crawl folder; refuse a folder another crawl holds."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "warc").mkdir(exist_ok=True)
+        probe = out / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise CrawlFolderError(f"cannot write to crawl folder {out}: {e.strerror}") from e
+    fh = open(out / "lock", "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        fh.close()
+        raise CrawlFolderError(f"{out} is in use by another courtly crawl") from e
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield out
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
+    """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON)."""
+    pins: dict[str, list[str]] = {}
+    if cfg.network.hosts_file:
+        p = Path(cfg.network.hosts_file)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot read hosts file {p}: {e}") from e
+        if not isinstance(data, dict):
+            raise ConfigError(f"hosts file {p} must map host names to addresses")
+        for host, ip in data.items():
+            pins[str(host).lower()] = [ip] if isinstance(ip, str) else [str(x) for x in ip]
+    for entry in cfg.network.resolve:
+        host, sep, ip = entry.partition(":")
+        if not sep or not host or not ip:
+            raise ConfigError(f"--resolve wants HOST:IP, not {entry!r}")
+        pins.setdefault(host.lower(), []).append(ip.strip("[]"))
+    return pins
+
+
+async def run_crawl(
+    cfg: Config,
+    out: Path,
+    seeds: list[str],
+    *,
+    on_start: Callable[[Crawler], None] | None = None,
+    install_signals: bool = True,
+) -> CrawlStats:
+    clock = SystemClock()
+    repair(out / "warc")
+    store = SqliteStore(out / "crawl.db")
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    resolver = SafeResolver(NetPolicy(cfg.network.allow), overrides=resolve_overrides(cfg))
+    f = cfg.fetch
+    fetcher = AiohttpFetcher(
+        resolver, user_agent=cfg.crawl.agent(), connect_s=f.connect_s, total_s=f.total_s,
+        body_bytes_max=f.body_bytes_max, decoded_bytes_max=f.decoded_bytes_max,
+        decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max,
+    )
+    warcinfo = {
+        "software": f"courtly/{__version__}",
+        "format": "WARC File Format 1.1",
+        "operator": cfg.crawl.contact or "unknown",
+        "http-header-user-agent": cfg.crawl.agent(),
+        "robots": "obey (RFC 9309)",
+        "intent": cfg.crawl.intent,
+    }
+    warc = WarcWriter(out / "warc", prefix=cfg.warc.prefix, file_bytes_max=cfg.warc.file_bytes_max,
+                      warcinfo=warcinfo, fsync=cfg.warc.fsync)
+    e = cfg.extract
+    extractor = ExtractPool(e.workers, task_s_max=e.task_s_max, memory_bytes_max=e.memory_bytes_max)
+    crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
+                      store=store, extractor=extractor)
+    loop = asyncio.get_running_loop()
+    if install_signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, crawler.stop)
+    try:
+        crawler.load()
+        crawler.add_seeds(seeds)
+        if on_start is not None:
+            on_start(crawler)
+        stats = await crawler.run()
+        if crawler._fatal is not None:
+            raise crawler._fatal
+        return stats
+    finally:
+        if install_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        await fetcher.close()
+        await extractor.close()
+        warc.close()
+        store.close()

@@ -1,0 +1,244 @@
+"""SqliteStore: the embedded crawl state (one file, WAL) in the crawl folder.
+
+What it owns: URL records (one row per normalised URL: queued, fetched,
+skipped with a reason, failed), the fetch log, per-key politeness state, the
+robots cache, dead letters and counters.
+
+How it works: the runtime gathers changes in a `Batch` and applies it in one
+transaction every `commit_interval_s` (group commit). The WARC writer is
+flushed *before* the batch that acknowledges those fetches is committed, so a
+fetch acknowledged in the store always has its raw bytes on disk (invariant
+5). A discovered URL is inserted in the same transaction that marks the page
+it came from as fetched: after `kill -9` a page is either still queued (and is
+fetched again: at-least-once) or fetched with all its links queued.
+
+Rules: URL inserts are `INSERT OR IGNORE` (the primary key is the exact
+URL-seen test); a decision may arrive for a URL that has no row yet; nothing
+is ever deleted. Schema changes bump `SCHEMA_VERSION` with a migration.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS urls (
+    url TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    state TEXT NOT NULL,            -- queued | fetched | skipped | failed
+    band INTEGER NOT NULL DEFAULT 4,
+    depth INTEGER NOT NULL DEFAULT 0,
+    redirects INTEGER NOT NULL DEFAULT 0,
+    via TEXT NOT NULL DEFAULT '',
+    discovered_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    fetched_at REAL,
+    status INTEGER,
+    reason TEXT,
+    detail TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS urls_queued ON urls(state) WHERE state = 'queued';
+CREATE TABLE IF NOT EXISTS fetches (
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL,
+    kind TEXT NOT NULL,             -- page | robots
+    at REAL NOT NULL,
+    status INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    elapsed_s REAL NOT NULL,
+    ip TEXT NOT NULL,
+    warc TEXT NOT NULL,             -- file:offset of the response record, '' if none
+    error TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fetches_url ON fetches(url);
+CREATE TABLE IF NOT EXISTS hosts (key TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS robots (origin TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL);
+"""
+
+
+class StoreError(Exception):
+    """The crawl folder's database cannot be used (one-line message)."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """Changes gathered between two commits."""
+
+    new_urls: list[tuple] = field(default_factory=list)     # (url, key, band, depth, redirects, via, at)
+    requeued: list[tuple] = field(default_factory=list)     # (attempts, url)
+    fetched: list[tuple] = field(default_factory=list)      # (at, status, url)
+    decisions: list[tuple] = field(default_factory=list)    # (url, key, via, at, state, reason, detail, depth)
+    fetches: list[tuple] = field(default_factory=list)      # (url, kind, at, status, bytes, elapsed, ip, warc, error)
+    hosts: dict[str, dict] = field(default_factory=dict)
+    robots: dict[str, dict] = field(default_factory=dict)
+    dead_letters: list[tuple] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return (len(self.new_urls) + len(self.requeued) + len(self.fetched) + len(self.decisions)
+                + len(self.fetches) + len(self.hosts) + len(self.robots) + len(self.dead_letters)
+                + len(self.meta))
+
+
+class SqliteStore:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute("PRAGMA cache_size=-65536")
+            self._db.executescript(_SCHEMA)
+            self._migrate()
+        except (sqlite3.Error, OSError) as e:
+            raise StoreError(f"cannot open crawl database {self.path}: {e}") from e
+        self.statements = 0
+
+    def _migrate(self) -> None:
+        row = self._db.execute("SELECT v FROM meta WHERE k='schema_version'").fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer courtly (schema {row[0]} > {SCHEMA_VERSION})"
+            )
+
+    # ---- writes ---------------------------------------------------------------
+
+    def apply(self, b: Batch) -> None:
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            if b.new_urls:
+                db.executemany(
+                    "INSERT INTO urls(url, key, state, band, depth, redirects, via, discovered_at)"
+                    " VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)"
+                    # a link refused as nofollow may be followed from another page
+                    " ON CONFLICT(url) DO UPDATE SET state='queued', key=excluded.key,"
+                    " band=excluded.band, depth=excluded.depth, via=excluded.via,"
+                    " reason=NULL, detail=NULL WHERE urls.state='skipped' AND urls.reason='nofollow'",
+                    b.new_urls,
+                )
+            if b.requeued:
+                db.executemany("UPDATE urls SET attempts = ? WHERE url = ?", b.requeued)
+            if b.fetched:
+                db.executemany(
+                    "UPDATE urls SET state='fetched', fetched_at=?, status=?, reason=NULL, detail=NULL"
+                    " WHERE url=?",
+                    b.fetched,
+                )
+            if b.decisions:
+                db.executemany(
+                    "INSERT INTO urls(url, key, via, discovered_at, state, reason, detail, depth)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT(url) DO UPDATE SET state=excluded.state, reason=excluded.reason,"
+                    " detail=excluded.detail"
+                    " WHERE NOT (excluded.reason='nofollow' AND urls.state IN ('queued', 'fetched'))",
+                    b.decisions,
+                )
+            if b.fetches:
+                db.executemany(
+                    "INSERT INTO fetches(url, kind, at, status, bytes, elapsed_s, ip, warc, error)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    b.fetches,
+                )
+            if b.hosts:
+                db.executemany(
+                    "INSERT OR REPLACE INTO hosts VALUES (?, ?)",
+                    [(k, json.dumps(v)) for k, v in b.hosts.items()],
+                )
+            if b.robots:
+                db.executemany(
+                    "INSERT OR REPLACE INTO robots VALUES (?, ?)",
+                    [(k, json.dumps(v)) for k, v in b.robots.items()],
+                )
+            if b.dead_letters:
+                db.executemany("INSERT INTO dead_letters VALUES (?, ?, ?)", b.dead_letters)
+            if b.meta:
+                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(b.meta.items()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self.statements += 1
+
+    # ---- reads ----------------------------------------------------------------
+
+    def has_url(self, url: str) -> bool:
+        return self._db.execute("SELECT 1 FROM urls WHERE url = ?", (url,)).fetchone() is not None
+
+    def iter_urls(self) -> Iterator[str]:
+        for (u,) in self._db.execute("SELECT url FROM urls"):
+            yield u
+
+    def iter_queued(self) -> Iterator[tuple]:
+        """(url, key, band, depth, redirects, via, attempts) of every queued URL."""
+        yield from self._db.execute(
+            "SELECT url, key, band, depth, redirects, via, attempts FROM urls WHERE state='queued'"
+        )
+
+    def hosts(self) -> dict[str, dict]:
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
+
+    def robots(self) -> dict[str, dict]:
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
+
+    def get_meta(self, k: str) -> str | None:
+        row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()
+        return row[0] if row else None
+
+    def url_record(self, url: str) -> dict | None:
+        cur = self._db.execute("SELECT * FROM urls WHERE url = ?", (url,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.description], row))
+
+    def url_fetches(self, url: str) -> list[dict]:
+        cur = self._db.execute("SELECT * FROM fetches WHERE url = ? ORDER BY at", (url,))
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def linked_from(self, url: str, limit: int = 20) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT url FROM urls WHERE via = ? LIMIT ?", (url, limit))]
+
+    def counts(self) -> dict:
+        out: dict = {"states": {}, "reasons": {}, "statuses": {}}
+        for state, n in self._db.execute("SELECT state, count(*) FROM urls GROUP BY state"):
+            out["states"][state] = n
+        for reason, n in self._db.execute(
+            "SELECT reason, count(*) FROM urls WHERE reason IS NOT NULL GROUP BY reason ORDER BY 2 DESC"
+        ):
+            out["reasons"][reason] = n
+        for status, n in self._db.execute(
+            "SELECT status, count(*) FROM fetches WHERE kind='page' GROUP BY status ORDER BY 1"
+        ):
+            out["statuses"][str(status)] = n
+        row = self._db.execute(
+            "SELECT count(*), coalesce(sum(bytes),0), min(at), max(at) FROM fetches"
+        ).fetchone()
+        out["fetches"], out["bytes"], out["first_at"], out["last_at"] = row
+        out["hosts"] = self._db.execute("SELECT count(DISTINCT key) FROM urls").fetchone()[0]
+        out["dead_letters"] = self._db.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+        out["robots_fetches"] = self._db.execute(
+            "SELECT count(*) FROM fetches WHERE kind='robots'"
+        ).fetchone()[0]
+        return out
+
+    def close(self) -> None:
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass
