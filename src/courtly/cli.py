@@ -1,0 +1,235 @@
+"""The `courtly` command.
+
+    courtly crawl [URL ...] [--seeds-file F] [--out DIR] [--config F] ...
+    courtly demo                  crawl the bundled simulated web, offline
+    courtly explain URL --out DIR a URL's history, or why it was not fetched
+    courtly stats --out DIR       what a crawl did
+    courtly simweb ...            serve the simulated web (see --help)
+
+Bad input (unknown config key, malformed seed, unwritable folder) ends with
+one line naming the problem and exit status 2, never a traceback, and never
+touches crawl state. Ctrl-C stops a crawl gracefully; the same command resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from courtly import __version__
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    pass
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="courtly", description="A polite, host-partitioned web crawler.")
+    p.add_argument("--version", action="version", version=f"courtly {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    c = sub.add_parser("crawl", help="crawl from seed URLs (resumes when run again on the same --out)")
+    c.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
+    c.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
+    c.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    c.add_argument("--config", help="TOML config file (unknown keys are errors)")
+    c.add_argument("--max-pages", type=int, help="stop after this many pages (0 = no limit)")
+    c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host")
+    c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
+                   help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
+    c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
+    c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent")
+    c.add_argument("--resolve", action="append", default=[], metavar="HOST:IP",
+                   help="pin a host name to an address, like curl --resolve; repeatable")
+    c.add_argument("--hosts-file", help="JSON {host: ip} map (courtly simweb writes one)")
+    c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"])
+    c.add_argument("--quiet", action="store_true", help="no progress display")
+
+    d = sub.add_parser("demo", help="start the simulated web on loopback and crawl it (offline)")
+    d.add_argument("--out", default="crawl-demo", help="crawl folder (default: crawl-demo)")
+    d.add_argument("--max-pages", type=int, default=400)
+    d.add_argument("--hosts", type=int, default=12, help="simulated hosts")
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--quiet", action="store_true")
+
+    e = sub.add_parser("explain", help="show a URL's history: found where, fetched when, or why not")
+    e.add_argument("url")
+    e.add_argument("--out", default="crawl-out", help="crawl folder")
+    e.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("stats", help="summarise a crawl folder")
+    s.add_argument("--out", default="crawl-out", help="crawl folder")
+    s.add_argument("--json", action="store_true")
+
+    sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
+                   add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "simweb":
+        from courtly.sim.command import main as simweb_main
+
+        return simweb_main(argv[1:])
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "crawl":
+            return _cmd_crawl(args)
+        if args.command == "demo":
+            from courtly.runtime.demo import run_demo
+
+            return run_demo(args)
+        if args.command == "explain":
+            return _cmd_explain(args)
+        if args.command == "stats":
+            return _cmd_stats(args)
+    except KeyboardInterrupt:
+        print("courtly: interrupted", file=sys.stderr)
+        return 130
+    except _expected_errors() as e:
+        print(f"courtly: error: {e}", file=sys.stderr)
+        return 2
+    parser.print_help()
+    return 2
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from courtly.config import ConfigError
+    from courtly.runtime.wiring import CrawlFolderError
+    from courtly.shell.store.sqlite import StoreError
+
+    return (UsageError, ConfigError, CrawlFolderError, StoreError)
+
+
+def read_seeds(urls: list[str], seeds_file: str | None) -> list[str]:
+    """Validate seeds up front: a bad seed is a usage error naming it."""
+    from courtly.core.urls import UrlError, normalize_url
+
+    seeds: list[tuple[str, str]] = [(u, f"argument {u!r}") for u in urls]
+    if seeds_file:
+        try:
+            text = Path(seeds_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read seeds file {seeds_file}: {e}") from e
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                seeds.append((line, f"{seeds_file}:{n}"))
+    out = []
+    for url, where in seeds:
+        try:
+            normalize_url(url)
+        except UrlError as e:
+            raise UsageError(f"bad seed URL at {where}: {e}") from e
+        out.append(url)
+    return out
+
+
+def config_from_args(args: argparse.Namespace):
+    from courtly.config import load_config
+
+    cfg = load_config(args.config)
+    crawl = {}
+    if args.max_pages is not None:
+        crawl["max_pages"] = args.max_pages
+    if args.user_agent:
+        crawl["user_agent"] = args.user_agent
+    if args.contact:
+        crawl["contact"] = args.contact
+    if args.scope:
+        crawl["scope"] = args.scope
+    if crawl:
+        cfg = cfg.replace("crawl", **crawl)
+    if args.delay_s is not None:
+        cfg = cfg.replace("politeness", delay_s=args.delay_s)
+    net = {}
+    if args.allow_network:
+        net["allow"] = tuple(cfg.network.allow) + tuple(args.allow_network)
+    if args.resolve:
+        net["resolve"] = tuple(cfg.network.resolve) + tuple(args.resolve)
+    if args.hosts_file:
+        net["hosts_file"] = args.hosts_file
+    if net:
+        cfg = cfg.replace("network", **net)
+    # validate networks now, so a typo is a one-line error
+    from courtly.core.netpolicy import NetPolicy
+    from courtly.config import ConfigError
+
+    try:
+        NetPolicy(cfg.network.allow)
+    except ValueError as e:
+        raise ConfigError(f"--allow-network: {e}") from e
+    return cfg
+
+
+def _cmd_crawl(args: argparse.Namespace) -> int:
+    from courtly.runtime.progress import Progress
+    from courtly.runtime.wiring import crawl_folder, resolve_overrides, run_crawl
+
+    cfg = config_from_args(args)
+    resolve_overrides(cfg)  # validate before anything starts
+    seeds = read_seeds(args.urls, args.seeds_file)
+    out = Path(args.out)
+    if not seeds and not (out / "crawl.db").exists():
+        raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
+    for w in cfg.warnings():
+        print(f"courtly: WARNING: {w}", file=sys.stderr)
+    with crawl_folder(out):
+        progress = Progress(enabled=not args.quiet)
+        stats = run_async(_run_with_progress(cfg, out, seeds, progress))
+    elapsed = max(1e-9, time.time() - stats.started_at)
+    print(
+        f"courtly: {stats.fetched} pages fetched in {elapsed:.1f} s "
+        f"({stats.fetched / elapsed:.1f}/s), {stats.robots_fetched} robots.txt, "
+        f"{stats.errors} errors, {stats.decisions} URLs not fetched (reasons: courtly stats --out {out})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _run_with_progress(cfg, out, seeds, progress):
+    from courtly.runtime.wiring import run_crawl
+
+    try:
+        return await run_crawl(cfg, out, seeds, on_start=progress.attach)
+    finally:
+        progress.close()
+
+
+def run_async(coro):
+    """Run on uvloop when it is installed (the crawler is CPU-bound), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from courtly.runtime.report import explain
+
+    text, found = explain(Path(args.out), args.url, as_json=args.json)
+    print(text)
+    return 0 if found else 1
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from courtly.runtime.report import stats
+
+    print(stats(Path(args.out), as_json=args.json))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
