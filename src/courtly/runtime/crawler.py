@@ -36,7 +36,7 @@ from courtly import __version__
 from courtly.config import Config
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
-from courtly.core.robots import RobotsBook, RobotsFailed, RobotsFetched
+from courtly.core.robots import RobotsBook, RobotsFailed, RobotsFetched, RobotsState
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
@@ -95,12 +95,14 @@ class Crawler:
         )
         r = cfg.robots
         self.robots = RobotsBook(
-            cache_s=r.cache_s, reuse_s=r.reuse_s, retry_s_min=r.retry_s_min, retry_s_max=r.retry_s_max
+            cache_s=r.cache_s, retry_s_min=r.retry_s_min, retry_s_max=r.retry_s_max,
+            stale_s_max=r.reuse_s, fetch_timeout_s=cfg.fetch.total_s * (cfg.fetch.redirects_max + 1) + 60,
         )
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
-        self.rules = NormalizeRules.with_extras(
-            strip_params=cfg.urls.strip_params,
-            order_sensitive_hosts=cfg.urls.order_sensitive_hosts,
+        base_rules = NormalizeRules()
+        self.rules = NormalizeRules(
+            strip_params=base_rules.strip_params | frozenset(p.lower() for p in cfg.urls.strip_params),
+            order_sensitive_hosts=frozenset(h.lower() for h in cfg.urls.order_sensitive_hosts),
             length_max=cfg.urls.length_max,
         )
         self.admission = Admission(self)
@@ -278,15 +280,17 @@ class Crawler:
         origin = split_origin(item.url)
         origin_s = str(origin)
         view = self.robots.lookup(origin_s, now)
-        while view.state != "READY":
-            ok = await self._fetch_robots(origin_s, item.key, lease)
-            if not ok:
+        if view.state is RobotsState.FETCHING:
+            return "retry-later"   # an abandoned fetch; the book times it out
+        if view.state is RobotsState.NEED_FETCH:
+            if not await self._fetch_robots(origin_s, item.key, lease):
                 return "lost"
             view = self.robots.lookup(origin_s, self.clock.now())
+            if view.state is not RobotsState.READY:
+                return "retry-later"
         rules = view.rules
-        path = _path_of(item.url)
-        if not rules.allowed(self.token, path):
-            reason = Reason.ROBOTS_UNREACHABLE if view.unreachable else Reason.ROBOTS
+        reason = view.skip_reason(self.token, _path_of(item.url))
+        if reason is not None:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"
         self.politeness.set_crawl_delay(item.key, rules.crawl_delay(self.token), now)

@@ -1,0 +1,119 @@
+"""`courtly demo`: start the simulated web on loopback, crawl it, check it.
+
+Offline and self-contained: the simulated web runs as a child process bound
+to 127.0.0.0/8 and is stopped (by PID) when the crawl ends. The crawl is a
+normal `courtly crawl` with the web's hosts map, loopback allowed and short
+delays (allowed without a warning because every target is loopback). At the
+end the simulated web's request log is checked for politeness from the
+server's side and the result printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["run_demo", "simweb_process", "SimwebHandle"]
+
+
+class SimwebHandle:
+    def __init__(self, out: Path, proc: subprocess.Popen, ready: dict) -> None:
+        self.out = out
+        self.proc = proc
+        self.port = int(ready["port"])
+        self.hosts_file = out / "hosts.json"
+        self.manifest_file = out / "manifest.json"
+        self.log_file = out / "requests.jsonl"
+        self.seeds = [s for s in (out / "seeds.txt").read_text().split() if s]
+
+
+@contextmanager
+def simweb_process(out: Path, args: list[str], *, ready_s: float = 60.0) -> Iterator[SimwebHandle]:
+    """Run `courtly simweb --out OUT ARGS...` as a child; yield once it listens."""
+    out.mkdir(parents=True, exist_ok=True)
+    ready_file = out / "ready.json"
+    if ready_file.exists():
+        ready_file.unlink()
+    cmd = [sys.executable, "-m", "courtly.sim.command", "--out", str(out), *args]
+    log = open(out / "simweb.stderr", "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + ready_s
+        while not ready_file.exists():
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"simulated web exited with {proc.returncode}: "
+                    + (out / "simweb.stderr").read_text(errors="replace")[-2000:]
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError("simulated web did not become ready in time")
+            time.sleep(0.05)
+        ready = json.loads(ready_file.read_text())
+        yield SimwebHandle(out, proc, ready)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def run_demo(args) -> int:
+    from courtly.config import Config
+    from courtly.runtime.progress import Progress
+    from courtly.runtime.wiring import crawl_folder
+    from courtly.cli import _run_with_progress
+
+    out = Path(args.out)
+    sim_dir = out / "simweb"
+    print(f"courtly demo: starting the simulated web ({args.hosts} hosts, seed {args.seed}) on loopback",
+          file=sys.stderr)
+    with simweb_process(sim_dir, ["--profile", "demo", "--seed", str(args.seed),
+                                 "--hosts", str(args.hosts)]) as web:
+        cfg = Config()
+        cfg = cfg.replace("crawl", max_pages=args.max_pages, contact="https://example.invalid/courtly-demo",
+                          fetch_tasks=64)
+        cfg = cfg.replace("politeness", delay_s=0.25)
+        cfg = cfg.replace("fetch", total_s=10.0, connect_s=3.0)
+        cfg = cfg.replace("network", allow=("127.0.0.0/8",), hosts_file=str(web.hosts_file))
+        for w in cfg.warnings():
+            print(f"courtly: WARNING: {w}", file=sys.stderr)
+        print(f"courtly demo: crawling {len(web.seeds)} seeds into {out}/ (Ctrl-C stops; run again to resume)",
+              file=sys.stderr)
+        with crawl_folder(out / "crawl"):
+            from courtly.cli import run_async
+
+            stats = run_async(_run_with_progress(cfg, out / "crawl", web.seeds,
+                                                 Progress(enabled=not args.quiet)))
+    elapsed = max(1e-9, time.time() - stats.started_at)
+    print(f"courtly demo: fetched {stats.fetched} pages and {stats.robots_fetched} robots.txt in "
+          f"{elapsed:.1f} s; {stats.decisions} URLs not fetched, each with a reason", file=sys.stderr)
+    ok = _check(web, cfg)
+    print(f"\nNext:  courtly stats --out {out}/crawl\n       courtly explain URL --out {out}/crawl"
+          f"\n       ls {out}/crawl/warc/", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _check(web: SimwebHandle, cfg) -> bool:
+    """Politeness as the servers saw it."""
+    try:
+        from courtly.sim.check import check_log
+    except ImportError:
+        return True
+    report = check_log(
+        web.log_file, web.manifest_file, delay_s_min=cfg.politeness.delay_s,
+        crawl_delay_s_max=cfg.politeness.crawl_delay_s_max,
+        ip_concurrency=cfg.politeness.ip_concurrency, ip_rate=cfg.politeness.ip_rate,
+    )
+    print("\n" + report.render(), file=sys.stderr)
+    return report.ok

@@ -1,0 +1,83 @@
+"""SqliteStore: batches are atomic, URL inserts are the exact seen test, nothing is lost."""
+
+import sqlite3
+
+import pytest
+
+from courtly.shell.store.sqlite import Batch, SqliteStore, StoreError
+
+
+def _new(url, key="a.test", at=1.0):
+    return (url, key, 4, 1, 0, "http://a.test/", at)
+
+
+def test_insert_is_idempotent_and_is_the_exact_seen_test(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    b = Batch(new_urls=[_new("http://a.test/1"), _new("http://a.test/1")])
+    s.apply(b)
+    assert s.has_url("http://a.test/1")
+    assert not s.has_url("http://a.test/2")
+    assert [r[0] for r in s.iter_queued()] == ["http://a.test/1"]
+
+
+def test_fetched_page_and_its_links_commit_together(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(new_urls=[_new("http://a.test/")]))
+    b = Batch(new_urls=[_new("http://a.test/child")], fetched=[(2.0, 200, "http://a.test/")])
+    s.apply(b)
+    assert s.url_record("http://a.test/")["state"] == "fetched"
+    assert [r[0] for r in s.iter_queued()] == ["http://a.test/child"]
+
+
+def test_failed_batch_rolls_back_entirely(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    bad = Batch(new_urls=[_new("http://a.test/x")], fetches=[("u", "page", 1.0)])  # wrong arity
+    with pytest.raises(sqlite3.Error):
+        s.apply(bad)
+    assert not s.has_url("http://a.test/x")
+
+
+def test_decision_for_unknown_url_creates_a_skipped_record(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(decisions=[("http://b.test/p", "b.test", "http://a.test/", 3.0, "skipped", "robots", "x", 1)]))
+    rec = s.url_record("http://b.test/p")
+    assert rec["state"] == "skipped" and rec["reason"] == "robots"
+    assert s.counts()["reasons"] == {"robots": 1}
+
+
+def test_nofollow_refusal_never_hides_a_url_that_is_followed_elsewhere(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    nofollow = ("http://a.test/n", "", "http://a.test/", 1.0, "skipped", "nofollow", "rel=nofollow", 1)
+    # refused first, queued later
+    s.apply(Batch(decisions=[nofollow]))
+    s.apply(Batch(new_urls=[_new("http://a.test/n")]))
+    assert s.url_record("http://a.test/n")["state"] == "queued"
+    # queued first, refused later in the same batch
+    s.apply(Batch(new_urls=[_new("http://a.test/m")],
+                  decisions=[nofollow[:1] and ("http://a.test/m",) + nofollow[1:]]))
+    assert s.url_record("http://a.test/m")["state"] == "queued"
+
+
+def test_state_survives_reopen(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(new_urls=[_new("http://a.test/1")], hosts={"a.test": {"delay_s": 2.0}},
+                  robots={"http://a.test": {"v": 1}}))
+    s.close()
+    s2 = SqliteStore(tmp_path / "c.db")
+    assert s2.hosts() == {"a.test": {"delay_s": 2.0}}
+    assert s2.robots() == {"http://a.test": {"v": 1}}
+    assert list(s2.iter_urls()) == ["http://a.test/1"]
+
+
+def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(meta={"schema_version": "999"}))
+    s.close()
+    with pytest.raises(StoreError, match="newer courtly"):
+        SqliteStore(tmp_path / "c.db")
+
+
+def test_unopenable_database_is_a_store_error(tmp_path):
+    (tmp_path / "c.db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError):
+        SqliteStore(tmp_path / "c.db")

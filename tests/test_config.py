@@ -1,0 +1,73 @@
+"""Strict TOML config: unknown keys and wrong types are errors naming them."""
+
+import pytest
+
+from courtly.config import Config, ConfigError, config_from_dict, load_config
+
+
+def test_defaults_are_polite():
+    c = Config()
+    assert c.politeness.delay_s >= 1.0
+    assert c.politeness.ip_concurrency == 4 and c.politeness.ip_rate == 5.0
+    assert c.robots.cache_s <= 86400
+    assert c.fetch.redirects_max == 5
+    assert c.crawl.depth_max == 16
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match=r"crawl\.max_page\b"):
+        config_from_dict({"crawl": {"max_page": 3}})
+
+
+def test_unknown_section_is_named():
+    with pytest.raises(ConfigError, match=r"\[polite\]"):
+        config_from_dict({"polite": {}})
+
+
+def test_wrong_type_is_named():
+    with pytest.raises(ConfigError, match="politeness.delay_s must be a number"):
+        config_from_dict({"politeness": {"delay_s": "fast"}})
+    with pytest.raises(ConfigError, match="crawl.max_pages must be an integer"):
+        config_from_dict({"crawl": {"max_pages": True}})
+
+
+def test_bad_values_are_refused():
+    with pytest.raises(ConfigError):
+        config_from_dict({"crawl": {"intent": "scrape"}})
+    with pytest.raises(ConfigError):
+        config_from_dict({"robots": {"cache_s": 172800}})
+    with pytest.raises(ConfigError):
+        config_from_dict({"politeness": {"ip_concurrency": 0}})
+
+
+def test_toml_file_loads_with_allowlist(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text(
+        '[crawl]\nintent = "search"\ncontact = "ops@example.org"\n'
+        '[politeness]\ndelay_s = 2.0\n'
+        '[[politeness.allow]]\nkey = "example.org"\ndelay_s = 0.5\nowner = "ops"\nexpires = "2030-01-01"\n'
+        '[network]\nallow = ["127.0.0.0/8"]\n'
+    )
+    c = load_config(p)
+    assert c.crawl.intent == "search" and c.politeness.delay_s == 2.0
+    assert c.politeness.allow[0].key == "example.org"
+    assert c.politeness.allow[0].expires_at() > 1.8e9
+    assert c.network.allow == ("127.0.0.0/8",)
+
+
+def test_invalid_toml_is_a_config_error(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("[crawl\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_impolite_settings_warn_unless_only_loopback():
+    fast = config_from_dict({"politeness": {"delay_s": 0.1}})
+    assert any("IMPOLITE" in w for w in fast.warnings())
+    local = config_from_dict({"politeness": {"delay_s": 0.1}, "network": {"allow": ["127.0.0.0/8"]},
+                              "crawl": {"contact": "me@example.org"}})
+    assert not any("IMPOLITE" in w for w in local.warnings())
+    assert any("contact" in w for w in Config().warnings())
