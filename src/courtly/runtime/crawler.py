@@ -109,6 +109,7 @@ class Crawler:
         self.stats = CrawlStats()
         self.batch = Batch()
         self._attempts: dict[str, int] = {}
+        self._hold: dict[str, float] = {}      # key -> not before (robots fetch pending)
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
@@ -270,7 +271,8 @@ class Crawler:
         finally:
             if not lost:
                 now = self.clock.now()
-                self.frontier.complete(lease.lease_id, self.politeness.ready_at(key, now), remaining)
+                ready_at = max(self.politeness.ready_at(key, now), self._hold.pop(key, 0.0))
+                self.frontier.complete(lease.lease_id, ready_at, remaining)
                 self.batch.hosts[key] = self.politeness.key(key).snapshot()
             self._wake.set()
 
@@ -279,27 +281,30 @@ class Crawler:
         now = self.clock.now()
         origin = split_origin(item.url)
         origin_s = str(origin)
+        # The address check comes first: a non-public target gets no request at
+        # all, not even for its robots.txt.
+        try:
+            ip = (await self.resolver.resolve(origin.host))[0]
+        except Exception as e:
+            if not isinstance(getattr(e, "reason", None), Reason):
+                raise  # not a resolution failure: a bug
+            self.decide(item.url, item.key, item.via, e.reason, getattr(e, "detail", ""), now, item.depth)
+            return "done"
         view = self.robots.lookup(origin_s, now)
-        if view.state is RobotsState.FETCHING:
-            return "retry-later"   # an abandoned fetch; the book times it out
         if view.state is RobotsState.NEED_FETCH:
             if not await self._fetch_robots(origin_s, item.key, lease):
                 return "lost"
             view = self.robots.lookup(origin_s, self.clock.now())
-            if view.state is not RobotsState.READY:
-                return "retry-later"
+        if view.state is not RobotsState.READY:
+            # an abandoned robots fetch: the book times it out; hold the key till then
+            self._hold[item.key] = self.clock.now() + 5.0
+            return "retry-later"
         rules = view.rules
         reason = view.skip_reason(self.token, _path_of(item.url))
         if reason is not None:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"
         self.politeness.set_crawl_delay(item.key, rules.crawl_delay(self.token), now)
-        try:
-            ip = (await self.resolver.resolve(origin.host))[0]
-        except Exception as e:  # ResolveFailed
-            reason = getattr(e, "reason", Reason.DNS)
-            self.decide(item.url, item.key, item.via, reason, getattr(e, "detail", str(e)), now, item.depth)
-            return "done"
         headers = {}
         result = await self._request(item.url, item.key, ip, lease, headers)
         if result is None:
@@ -360,8 +365,9 @@ class Crawler:
             try:
                 ip = (await self.resolver.resolve(o.host))[0]
             except Exception as e:
-                kind = "non_public" if getattr(e, "reason", None) == Reason.NON_PUBLIC else "dns"
-                outcome = RobotsFailed(kind)
+                if not isinstance(getattr(e, "reason", None), Reason):
+                    raise
+                outcome = RobotsFailed("non_public" if e.reason == Reason.NON_PUBLIC else "dns")
                 break
             result = await self._request(url, hop_key, ip, lease if hop_key == key else None, {})
             if result is None:
