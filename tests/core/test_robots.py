@@ -1,0 +1,568 @@
+"""courtly.core.robots: RFC 9309 conformance data, parser edges, fetch-state table."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courtly.core.robots import (
+    ALLOW_ALL,
+    CACHE_S_MAX,
+    DISALLOW_ALL,
+    PARSE_BYTES_MAX,
+    TRANSITIONS,
+    Effect,
+    Event,
+    Phase,
+    RobotsBook,
+    RobotsFailed,
+    RobotsFetched,
+    RobotsRules,
+    RobotsState,
+    RobotsStateError,
+    classify,
+    parse_robots,
+    product_token,
+    robots_allowed,
+)
+from courtly.core.types import Origin, Reason
+
+DATA = json.loads((Path(__file__).parent.parent / "data" / "robots_rfc9309.json").read_text("utf-8"))
+CASES = [(c["name"], c["robots"], *check) for c in DATA["cases"] for check in c["checks"]]
+
+
+# --- conformance data -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "robots", "token", "path", "allowed"), CASES)
+def test_robots_conformance_cases(name: str, robots: str, token: str, path: str, allowed: bool) -> None:
+    assert parse_robots(robots.encode("utf-8")).allowed(token, path) is allowed, name
+    assert robots_allowed(robots.encode("utf-8"), token, "http://example.com" + path) is allowed, name
+
+
+def _pattern(line: str) -> str:
+    return parse_robots(f"User-agent: *\nDisallow: {line}\n".encode("utf-8")).groups[0].rules[0].pattern
+
+
+@pytest.mark.parametrize(("written", "encoded", "match", "equivalent"), DATA["percent_encoding_2_2_2"]["rows"])
+def test_robots_percent_encoding_table(written: str, encoded: str, match: str, equivalent: bool) -> None:
+    assert _pattern(encoded) == match
+    assert _pattern(match) == match
+    assert (_pattern(written) == match) is equivalent
+    for rule, path in ((match, encoded), (encoded, match), (encoded, encoded)):
+        assert not parse_robots(f"User-agent: *\nDisallow: {rule}\n".encode()).allowed("x", path)
+    if equivalent:
+        assert not parse_robots(f"User-agent: *\nDisallow: {written}\n".encode()).allowed("x", encoded)
+        assert not parse_robots(f"User-agent: *\nDisallow: {encoded}\n".encode()).allowed("x", written)
+
+
+@pytest.mark.parametrize(("pattern", "path", "matches"), DATA["special_characters_2_2_3"]["rows"])
+def test_robots_special_characters(pattern: str, path: str, matches: bool) -> None:
+    rules = parse_robots(f"User-agent: *\nDisallow: {pattern}\n".encode())
+    assert rules.allowed("x", path) is not matches
+
+
+def test_robots_percent_escapes_compare_case_insensitively() -> None:
+    rules = parse_robots(b"User-agent: *\nDisallow: /a%2fb\n")
+    assert not rules.allowed("x", "/a%2Fb")
+    assert rules.allowed("x", "/a/b")  # a reserved escape is not its character
+
+
+def test_robots_invalid_utf8_pattern_matches_raw_octets() -> None:
+    rules = parse_robots(b"User-agent: *\nDisallow: /caf\xe9\n")
+    assert not rules.allowed("x", "/caf%E9")
+    assert rules.allowed("x", "/caf%C3%A9")
+
+
+# --- user agents ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "token"),
+    [("courtly", "courtly"), ("Courtly/1.0", "courtly"), ("COURTLY (+http://x)", "courtly"),
+     ("*", "*"), ("* ", "*"), ("foo_bar-baz2", "foo_bar-baz"), ("", ""), ("/1.0", "")],
+)
+def test_product_token(value: str, token: str) -> None:
+    assert product_token(value) == token
+
+
+@pytest.mark.parametrize("line", ["courtly", "Courtly", "COURTLY", "courtly/1.0", "Courtly/0.1 (+http://x)", "courtly bot"])
+def test_robots_user_agent_matches_product_token_case_insensitively(line: str) -> None:
+    rules = parse_robots(f"User-agent: *\nAllow: /\n\nUser-agent: {line}\nDisallow: /private\n".encode())
+    assert not rules.allowed("courtly", "/private")
+    assert rules.allowed("otherbot", "/private")
+
+
+@pytest.mark.parametrize("line", ["courtlybot", "xcourtly", "court"])
+def test_robots_user_agent_is_not_a_prefix_or_substring_match(line: str) -> None:
+    rules = parse_robots(f"User-agent: {line}\nDisallow: /\n".encode())
+    assert rules.allowed("courtly", "/page")
+
+
+@pytest.mark.parametrize(
+    ("user_agent", "allowed"),
+    [
+        ("Mozilla/5.0 (compatible; courtly/0.1; +http://x)", False),  # contains courtly
+        ("courtly", False),
+        ("Mozilla/5.0 (compatible; otherbot/1.0)", True),              # token "Mozilla"
+        ("mozilla", True),
+    ],
+)
+def test_robots_allowed_derives_the_token(user_agent: str, allowed: bool) -> None:
+    body = b"User-agent: courtly\nDisallow: /\n\nUser-agent: Mozilla\nAllow: /\n\nUser-agent: *\nDisallow: /\n"
+    assert robots_allowed(body, user_agent, "https://example.com/page?q=1#frag") is allowed
+
+
+def test_robots_allowed_uses_path_and_query() -> None:
+    body = b"User-agent: *\nDisallow: /*?print=\nDisallow: /$\n"
+    assert not robots_allowed(body, "courtly", "http://example.com/a?print=1")
+    assert robots_allowed(body, "courtly", "http://example.com/a#?print=1")
+    assert not robots_allowed(body, "courtly", "http://example.com")
+    assert not robots_allowed(body, "courtly", "/")
+
+
+# --- parser edges ----------------------------------------------------------------------------
+
+
+def test_robots_txt_is_always_allowed() -> None:
+    assert DISALLOW_ALL.allowed("courtly", "/robots.txt")
+    assert not DISALLOW_ALL.allowed("courtly", "/robots.txt.bak")
+    assert not DISALLOW_ALL.allowed("courtly", "/")
+    assert ALLOW_ALL.allowed("courtly", "/anything")
+
+
+def test_robots_bom_is_skipped() -> None:
+    rules = parse_robots(b"\xef\xbb\xbfUser-agent: *\nDisallow: /x\n")
+    assert not rules.allowed("courtly", "/x")
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_robots_line_endings(eol: bytes) -> None:
+    body = eol.join([b"User-agent: *", b"Disallow: /x", b"", b"User-agent: courtly", b"Disallow: /y"])
+    rules = parse_robots(body)
+    assert not rules.allowed("other", "/x") and not rules.allowed("courtly", "/y")
+    assert rules.allowed("courtly", "/x")
+
+
+def test_robots_rules_before_any_user_agent_are_ignored() -> None:
+    rules = parse_robots(b"Disallow: /\nUser-agent: *\nDisallow: /x\n")
+    assert rules.allowed("courtly", "/page") and not rules.allowed("courtly", "/x")
+
+
+def test_robots_consecutive_user_agents_share_a_group_across_blank_lines_and_sitemaps() -> None:
+    body = b"User-agent: a\n\n# note\nSitemap: http://e.test/s.xml\nUser-agent: b\nDisallow: /x\nUser-agent: c\nDisallow: /y\n"
+    rules = parse_robots(body)
+    assert not rules.allowed("a", "/x") and not rules.allowed("b", "/x")
+    assert rules.allowed("a", "/y") and not rules.allowed("c", "/y") and rules.allowed("c", "/x")
+    assert rules.sitemaps == ("http://e.test/s.xml",)
+
+
+def test_robots_garbage_allows_all() -> None:
+    for body in (b"\x00\xff\xfe garbage \x80\x81", b"<html><body>Not Found</body></html>", b"", b"::::\n:\n#"):
+        rules = parse_robots(body)
+        assert rules.allowed("courtly", "/any/path")
+
+
+def test_robots_garbage_lines_are_skipped_between_rules() -> None:
+    body = b"User-agent: *\nthis is not a rule\nDisallow /nocolon\n\x00\x01:\x02\nDisallow: /x\nFoo: bar\n"
+    rules = parse_robots(body)
+    assert not rules.allowed("courtly", "/x") and rules.allowed("courtly", "/nocolon")
+
+
+def test_robots_key_spelling_and_spacing_are_tolerated() -> None:
+    rules = parse_robots(b"USER-AGENT :*\n  disalow\t:  /x  # comment\nUser agent: b\nDISALLOW:/y\n")
+    assert not rules.allowed("courtly", "/x") and not rules.allowed("b", "/y")
+
+
+def test_robots_pattern_without_leading_slash_is_anchored_at_root() -> None:
+    rules = parse_robots(b"User-agent: *\nDisallow: private/\n")
+    assert not rules.allowed("courtly", "/private/x") and rules.allowed("courtly", "/a/private/x")
+
+
+def test_robots_parse_limit_ignores_rules_after_500_kib() -> None:
+    head = b"User-agent: *\nDisallow: /early\n"
+    filler = b"# " + b"x" * (PARSE_BYTES_MAX - len(head) - 100) + b"\n"
+    body = head + filler + b"Disallow: /inside\n" + b"#" * 200 + b"\nDisallow: /late\n"
+    assert PARSE_BYTES_MAX == 512_000 and len(body) > PARSE_BYTES_MAX
+    rules = parse_robots(body)
+    assert not rules.allowed("courtly", "/early") and not rules.allowed("courtly", "/inside")
+    assert rules.allowed("courtly", "/late")
+
+
+def test_robots_parse_limit_drops_a_line_cut_in_half() -> None:
+    head = b"User-agent: *\n"
+    pad = b"#" * (PARSE_BYTES_MAX - len(head) - len(b"\nAllow: /ab")) + b"\n"
+    body = head + b"Disallow: /\n" + pad[len(b"Disallow: /\n"):] + b"Allow: /abc\n"
+    assert len(body) > PARSE_BYTES_MAX
+    rules = parse_robots(body)
+    assert not rules.allowed("courtly", "/abx")  # "Allow: /ab" must not survive the cut
+
+
+def test_robots_crawl_delay_per_group() -> None:
+    body = b"User-agent: *\nCrawl-delay: 2\n\nUser-agent: courtly\nCrawl-delay: 0.5\nDisallow: /x\n\nUser-agent: courtly\nCrawl-delay: 3\n\nUser-agent: bad\nCrawl-delay: soon\nCrawl-delay: -1\nCrawl-delay: nan\n"
+    rules = parse_robots(body)
+    assert rules.crawl_delay("courtly") == 3.0
+    assert rules.crawl_delay("other") == 2.0
+    assert rules.crawl_delay("bad") is None
+    assert ALLOW_ALL.crawl_delay("courtly") is None
+
+
+def test_robots_crawl_delay_ends_a_user_agent_run() -> None:
+    rules = parse_robots(b"User-agent: a\nCrawl-delay: 5\nUser-agent: b\nDisallow: /\n")
+    assert rules.allowed("a", "/x") and not rules.allowed("b", "/x")
+
+
+def test_robots_sitemaps_are_global_and_deduplicated() -> None:
+    body = b"Sitemap: http://e.test/1.xml\nUser-agent: a\nSitemap: http://e.test/2.xml\nDisallow: /\nsitemap: http://e.test/1.xml\n"
+    assert parse_robots(body).sitemaps == ("http://e.test/1.xml", "http://e.test/2.xml")
+
+
+def test_robots_hostile_wildcards_match_in_linear_time() -> None:
+    rules = parse_robots(("User-agent: *\nDisallow: /" + "a*" * 5000 + "b\n").encode())
+    started = time.perf_counter()
+    assert rules.allowed("courtly", "/" + "a" * 20000)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_robots_rules_round_trip_through_a_dict() -> None:
+    rules = parse_robots(DATA["cases"][0]["robots"].encode() + b"Sitemap: http://e.test/s.xml\nUser-agent: z\nCrawl-delay: 4\n")
+    again = RobotsRules.from_dict(json.loads(json.dumps(rules.to_dict())))
+    assert again == rules
+    assert again.allowed("otherbot", "/image.gif") is False and again.crawl_delay("z") == 4.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.text(max_size=30))
+def test_robots_parse_never_raises(body: bytes, path: str) -> None:
+    rules = parse_robots(body)
+    assert isinstance(rules.allowed("courtly", "/" + path), bool)
+    assert rules.allowed("courtly", "/robots.txt")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.text(alphabet="/ab*$%2A", max_size=6)), max_size=6),
+       st.text(alphabet="/ab*$%2A?", max_size=8))
+def test_robots_longest_match_wins_and_allow_wins_ties(lines: list[tuple[bool, str]], path: str) -> None:
+    body = "User-agent: *\n" + "".join(f"{'Allow' if a else 'Disallow'}: /{p}\n" for a, p in lines)
+    rules = parse_robots(body.encode())
+    group = rules.groups[0] if rules.groups else None
+    path = "/" + path
+    if path.split("?", 1)[0] == "/robots.txt" or group is None:
+        return
+    from courtly.core.robots import _normalize  # the one form both sides are compared in
+
+    norm = _normalize(path, pattern=False)
+    hits = [(len(r.pattern), r.allow) for r in group.rules if _oracle(r.pattern).match(norm)]
+    expected = max(hits)[1] if hits else True
+    assert rules.allowed("courtly", path) is expected
+
+
+def _oracle(pattern: str) -> "re.Pattern[str]":
+    """An independent matcher: the pattern as a regular expression."""
+    anchored = pattern.endswith("$")
+    body = pattern[:-1] if anchored else pattern
+    return re.compile(".*".join(re.escape(p) for p in body.split("*")) + ("$" if anchored else ""), re.S)
+
+
+def test_robots_protego_differs_on_versioned_user_agent_lines() -> None:
+    """The evidence for writing our own parser (see the module docstring)."""
+    protego = pytest.importorskip("protego")
+    body = "User-agent: *\nDisallow: /\n\nUser-agent: courtly/1.0\nAllow: /\n"
+    assert robots_allowed(body.encode(), "courtly", "http://example.com/page") is True
+    assert protego.Protego.parse(body).can_fetch("http://example.com/page", "courtly") is False
+
+
+def test_robots_protego_has_no_parse_limit() -> None:
+    protego = pytest.importorskip("protego")
+    body = "User-agent: *\n#" + "x" * PARSE_BYTES_MAX + "\nDisallow: /\n"
+    assert robots_allowed(body.encode(), "courtly", "http://example.com/page") is True
+    assert protego.Protego.parse(body).can_fetch("http://example.com/page", "courtly") is False
+
+
+# --- outcomes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("outcome", "event"),
+    [
+        (RobotsFetched(200, b""), Event.LOADED),
+        (RobotsFetched(204, b""), Event.LOADED),
+        (RobotsFetched(200, b"", redirects=5), Event.LOADED),
+        (RobotsFetched(200, b"", redirects=6), Event.UNAVAILABLE),
+        (RobotsFetched(301, b""), Event.UNAVAILABLE),
+        (RobotsFetched(304, b""), Event.UNAVAILABLE),
+        (RobotsFetched(401, b""), Event.UNAVAILABLE),
+        (RobotsFetched(403, b""), Event.UNAVAILABLE),
+        (RobotsFetched(404, b""), Event.UNAVAILABLE),
+        (RobotsFetched(410, b""), Event.UNAVAILABLE),
+        (RobotsFetched(429, b""), Event.UNREACHABLE),
+        (RobotsFetched(500, b""), Event.UNREACHABLE),
+        (RobotsFetched(503, b""), Event.UNREACHABLE),
+        (RobotsFetched(599, b""), Event.UNREACHABLE),
+        (RobotsFetched(100, b""), Event.UNREACHABLE),
+        (RobotsFetched(999, b""), Event.UNREACHABLE),
+        (RobotsFailed("timeout"), Event.UNREACHABLE),
+        (RobotsFailed("network"), Event.UNREACHABLE),
+        (RobotsFailed("too_many_redirects"), Event.UNAVAILABLE),
+        (RobotsFailed("dns"), Event.BLOCKED),
+        (RobotsFailed("non_public"), Event.BLOCKED),
+    ],
+)
+def test_robots_outcome_classification(outcome: RobotsFetched | RobotsFailed, event: Event) -> None:
+    assert classify(outcome) is event
+
+
+def test_robots_failed_kind_is_checked() -> None:
+    with pytest.raises(ValueError):
+        RobotsFailed("cosmic_ray")
+
+
+# --- the fetch-state table ------------------------------------------------------------------------
+
+O = "http://a.test:8080"
+GOOD = b"User-agent: *\nDisallow: /private\n"
+OUTCOMES = {
+    Event.LOADED: RobotsFetched(200, GOOD),
+    Event.UNAVAILABLE: RobotsFetched(404, b"User-agent: *\nDisallow: /\n"),
+    Event.UNREACHABLE: RobotsFetched(503, b""),
+    Event.BLOCKED: RobotsFailed("dns"),
+}
+
+
+def _book_in(phase: Phase, now: float = 0.0) -> RobotsBook:
+    book = RobotsBook()
+    if phase is not Phase.ABSENT:
+        book.fetch_started(O, now)
+    if phase is Phase.FRESH:
+        book.fetch_finished(O, now, OUTCOMES[Event.LOADED])
+    if phase is Phase.FAILED:
+        book.fetch_finished(O, now, OUTCOMES[Event.UNREACHABLE])
+    assert book.phase(O) is phase
+    return book
+
+
+def test_robots_table_covers_every_state_input_pair() -> None:
+    assert set(TRANSITIONS) == set(itertools.product(Phase, Event))
+
+
+@pytest.mark.parametrize(("phase", "event"), list(itertools.product(Phase, Event)))
+def test_robots_table_every_pair(phase: Phase, event: Event) -> None:
+    book = _book_in(phase)
+    before = book.snapshot(O)
+    nxt, effect = TRANSITIONS[(phase, event)]
+    if event is Event.START:
+        if effect is Effect.REJECT:
+            with pytest.raises(RobotsStateError):
+                book.fetch_started(O, 1.0)
+        else:
+            book.fetch_started(O, 1.0)
+    else:
+        book.fetch_finished(O, 1.0, OUTCOMES[event])
+    assert book.phase(O) is nxt
+    view = book.lookup(O, 1.0)
+    expected_state = {
+        Phase.ABSENT: RobotsState.NEED_FETCH,
+        Phase.FETCHING: RobotsState.FETCHING,
+        Phase.FRESH: RobotsState.READY,
+        Phase.FAILED: RobotsState.READY,
+    }[nxt]
+    assert view.state is expected_state
+    if effect in (Effect.IGNORE, Effect.REJECT):
+        assert book.snapshot(O) == before
+    if effect is Effect.STORE:
+        assert view.rules is not None and not view.rules.allowed("courtly", "/private/x")
+        assert view.expires_at == 1.0 + CACHE_S_MAX
+    if effect is Effect.STORE_ALLOW_ALL:
+        assert view.rules == ALLOW_ALL  # the 404 body is never parsed
+    if effect is Effect.BLOCK:
+        assert view.rules == DISALLOW_ALL and view.unreachable
+    if effect is Effect.BACK_OFF:
+        assert view.retry_at is not None and view.retry_at > 1.0
+        # from FETCHING after a good copy at t=0 the copy is reused; otherwise disallow all
+        assert view.rules is not None
+
+
+def test_robots_2xx_is_cached_at_most_24_hours() -> None:
+    book = _book_in(Phase.FRESH, now=100.0)
+    assert book.lookup(O, 100.0 + CACHE_S_MAX - 1).state is RobotsState.READY
+    assert book.lookup(O, 100.0 + CACHE_S_MAX).state is RobotsState.NEED_FETCH
+    assert book.next_due_at(O) == 100.0 + CACHE_S_MAX
+    with pytest.raises(ValueError):
+        RobotsBook(cache_s=CACHE_S_MAX + 1)
+
+
+def test_robots_4xx_allows_all() -> None:
+    book = RobotsBook()
+    book.fetch_started(O, 0.0)
+    view = book.fetch_finished(O, 0.0, RobotsFetched(404, b"User-agent: *\nDisallow: /\n"))
+    assert view.state is RobotsState.READY and view.skip_reason("courtly", "/x") is None
+
+
+def test_robots_too_many_redirects_allows_all() -> None:
+    book = RobotsBook()
+    book.fetch_started(O, 0.0)
+    assert book.fetch_finished(O, 0.0, RobotsFetched(200, b"User-agent: *\nDisallow: /", redirects=6)).rules == ALLOW_ALL
+
+
+@pytest.mark.parametrize("outcome", [RobotsFetched(500), RobotsFetched(503), RobotsFetched(429), RobotsFailed("timeout"), RobotsFailed("network")])
+def test_robots_5xx_disallows_all(outcome: RobotsFetched | RobotsFailed) -> None:
+    book = RobotsBook()
+    book.fetch_started(O, 0.0)
+    view = book.fetch_finished(O, 0.0, outcome)
+    assert view.state is RobotsState.READY and view.rules == DISALLOW_ALL and view.unreachable
+    assert view.skip_reason("courtly", "/x") is Reason.ROBOTS_UNREACHABLE
+    assert view.retry_at == 60.0
+
+
+def test_robots_5xx_reuses_the_last_good_copy_for_24_hours() -> None:
+    book = RobotsBook(cache_s=3600.0)
+    book.fetch_started(O, 0.0)
+    book.fetch_finished(O, 0.0, RobotsFetched(200, GOOD))
+    book.fetch_started(O, 3600.0)
+    view = book.fetch_finished(O, 3600.0, RobotsFetched(503))
+    assert view.rules is not None and view.rules.allowed("courtly", "/public") and not view.unreachable
+    assert view.skip_reason("courtly", "/private") is Reason.ROBOTS
+    # the back-off lets the copy age past 24 h: then it is disallow all
+    t = 3600.0
+    while t < CACHE_S_MAX + 7200:
+        v = book.lookup(O, t)
+        if v.state is RobotsState.NEED_FETCH:
+            book.fetch_started(O, t)
+            book.fetch_finished(O, t, RobotsFailed("network"))
+            v = book.lookup(O, t)
+        assert v.state is RobotsState.READY
+        assert v.unreachable is (t > CACHE_S_MAX)
+        t += 600.0
+
+
+def test_robots_dns_failure_never_reuses_the_old_copy() -> None:
+    book = RobotsBook(cache_s=60.0)
+    book.fetch_started(O, 0.0)
+    book.fetch_finished(O, 0.0, RobotsFetched(200, GOOD))
+    book.fetch_started(O, 60.0)
+    view = book.fetch_finished(O, 60.0, RobotsFailed("non_public"))
+    assert view.rules == DISALLOW_ALL and view.unreachable
+
+
+def test_robots_retry_backs_off_doubling_to_the_cap() -> None:
+    book = RobotsBook(retry_s_min=60.0, retry_s_max=3600.0)
+    now, gaps = 0.0, []
+    for _ in range(9):
+        assert book.lookup(O, now).state is RobotsState.NEED_FETCH
+        book.fetch_started(O, now)
+        view = book.fetch_finished(O, now, RobotsFetched(503))
+        assert view.retry_at is not None and book.next_due_at(O) == view.retry_at
+        gaps.append(view.retry_at - now)
+        now = view.retry_at
+    assert gaps == [60, 120, 240, 480, 960, 1920, 3600, 3600, 3600]
+    book.fetch_started(O, now)
+    book.fetch_finished(O, now, RobotsFetched(200, GOOD))
+    book.fetch_started(O, now + CACHE_S_MAX)
+    assert book.fetch_finished(O, now + CACHE_S_MAX, RobotsFetched(503)).retry_at == now + CACHE_S_MAX + 60
+
+
+def test_robots_fetch_that_never_finishes_times_out() -> None:
+    book = RobotsBook(fetch_timeout_s=30.0)
+    book.fetch_started(O, 0.0)
+    assert book.lookup(O, 29.0).state is RobotsState.FETCHING
+    assert book.next_due_at(O) == 30.0
+    with pytest.raises(RobotsStateError):
+        book.fetch_started(O, 29.0)
+    view = book.lookup(O, 30.0)
+    assert view.state is RobotsState.READY and view.unreachable and view.retry_at == 90.0
+    book.fetch_finished(O, 31.0, RobotsFetched(200, GOOD))  # late answer: ignored
+    assert book.lookup(O, 31.0).unreachable
+
+
+def test_robots_view_not_ready_has_no_verdict() -> None:
+    with pytest.raises(RobotsStateError):
+        RobotsBook().lookup(O, 0.0).skip_reason("courtly", "/")
+
+
+def test_robots_book_accepts_origin_values() -> None:
+    book = RobotsBook()
+    origin = Origin("http", "a.test", 8080)
+    book.fetch_started(origin, 0.0)
+    assert book.lookup(O, 0.0).state is RobotsState.FETCHING
+
+
+def test_robots_snapshot_round_trips_through_json() -> None:
+    book = _book_in(Phase.FRESH, now=5.0)
+    data = json.loads(json.dumps(book.snapshot(O)))
+    other = RobotsBook()
+    other.restore(O, data)
+    assert other.lookup(O, 10.0) == book.lookup(O, 10.0)
+    assert RobotsBook().snapshot(O) is None
+
+
+def test_robots_snapshot_forgets_the_fetch_in_flight() -> None:
+    book = _book_in(Phase.FRESH, now=0.0)
+    book.fetch_started(O, CACHE_S_MAX)
+    restored = RobotsBook()
+    restored.restore(O, book.snapshot(O))
+    assert restored.phase(O) is Phase.FRESH
+    assert restored.lookup(O, CACHE_S_MAX).state is RobotsState.NEED_FETCH
+    fresh = RobotsBook()
+    fresh.fetch_started(O, 0.0)
+    assert fresh.snapshot(O) is None
+    with pytest.raises(ValueError):
+        fresh.restore(O, {"v": 99, "phase": "fresh"})
+
+
+def test_robots_prune_drops_only_expired_good_copies() -> None:
+    book = _book_in(Phase.FRESH, now=0.0)
+    assert book.prune(CACHE_S_MAX) == 0
+    assert book.prune(CACHE_S_MAX + 1) == 1 and len(book) == 0
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.floats(min_value=0, max_value=40_000, allow_nan=False),
+        st.sampled_from(["lookup", "start", *[e.value for e in OUTCOMES], "late"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+def test_robots_book_invariants_hold_for_any_sequence(ops: list[tuple[float, str]]) -> None:
+    book = RobotsBook(cache_s=20_000.0, fetch_timeout_s=500.0)
+    now, good_at, fetching = 0.0, None, False
+    for dt, op in ops:
+        now += dt
+        view = book.lookup(O, now)
+        fetching = view.state is RobotsState.FETCHING
+        if op == "start":
+            if fetching:
+                with pytest.raises(RobotsStateError):
+                    book.fetch_started(O, now)
+            else:
+                book.fetch_started(O, now)
+        elif op in {e.value for e in OUTCOMES}:
+            event = Event(op)
+            book.fetch_finished(O, now, OUTCOMES[event])
+            if fetching and event in (Event.LOADED, Event.UNAVAILABLE):
+                good_at = now
+        view = book.lookup(O, now)
+        if view.state is RobotsState.READY:
+            assert view.rules is not None
+            if view.unreachable:
+                assert view.rules == DISALLOW_ALL and view.retry_at is not None
+            else:
+                assert good_at is not None and now - good_at <= CACHE_S_MAX
+        else:
+            assert view.rules is None
+        snap = book.snapshot(O)
+        json.dumps(snap)
+        if snap is not None and view.state is not RobotsState.FETCHING:
+            copy = RobotsBook(cache_s=20_000.0, fetch_timeout_s=500.0)
+            copy.restore(O, snap)
+            assert copy.lookup(O, now) == view
