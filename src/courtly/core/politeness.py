@@ -32,6 +32,7 @@ Rules: pure; every function takes `now` (seconds, wall clock of the caller).
 from __future__ import annotations
 
 import collections
+import datetime
 import email.utils
 from dataclasses import dataclass, field
 
@@ -84,7 +85,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     v = value.strip()
-    if v.isdigit():
+    if v.isascii() and v.isdigit():  # RFC 9110 delta-seconds is ASCII DIGITs only
         return now + float(v)
     try:
         dt = email.utils.parsedate_to_datetime(v)
@@ -92,8 +93,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
         return None
     if dt is None:
         return None
-    if dt.tzinfo is None:
-        return None
+    if dt.tzinfo is None:  # asctime form: HTTP-dates are always GMT (RFC 9110 5.6.7)
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
     return max(now, dt.timestamp())
 
 
@@ -180,6 +181,8 @@ class Politeness:
         st.crawl_delay_s = crawl_delay_s
         floor = self._floor(st, now)
         if st.delay_s < floor:
+            if st.fetches:  # the next fetch waits the raised delay too
+                st.next_fetch_at += floor - st.delay_s
             st.delay_s = floor
 
     def ready_at(self, key: str, now: float) -> float:
@@ -187,6 +190,8 @@ class Politeness:
         # An allowlist entry may have expired: re-apply the default floor.
         floor = self._floor(st, now)
         if st.delay_s < floor:
+            if st.fetches:  # the next fetch waits the raised delay too
+                st.next_fetch_at += floor - st.delay_s
             st.delay_s = floor
         return max(st.next_fetch_at, st.backoff_until)
 
