@@ -151,7 +151,8 @@ class Politeness:
     def key(self, key: str) -> KeyState:
         st = self._keys.get(key)
         if st is None:
-            st = KeyState(key=key, delay_s=self.config.delay_s)
+            entry = self._allow.get(key)  # an expired entry is floored in ready_at
+            st = KeyState(key=key, delay_s=entry.delay_s if entry else self.config.delay_s)
             self._keys[key] = st
         return st
 
