@@ -1,0 +1,617 @@
+"""Link extraction in a sandboxed pool of worker processes.
+
+Hostile HTML can crash, hang or balloon a parser, so `extract_links` runs in
+separate processes with limits, and a page that kills its worker costs one
+dead-letter record, not the crawl.
+
+Theory of operation
+
+- Workers are `multiprocessing` *spawn* processes (a fresh interpreter, never
+  a fork of the asyncio parent). Each one sets RLIMIT_AS to
+  `memory_bytes_max`, ignores SIGINT (the parent decides when it stops), then
+  serves tasks in order over its own Unix socket pair.
+- Frames are a 4-byte big-endian length and a `marshal`-encoded tuple: the
+  request is ``(task_id, url, content_type, x_robots_tag, body)``, the reply
+  ``("ok", task_id, page_tuple)``. No pickle, no per-link objects on the wire.
+- Up to `pipeline_depth` tasks are in flight per worker, so a worker never
+  idles for a round trip. A worker works in order, so its oldest unanswered
+  task is the one running: the head. The head's clock starts when it becomes
+  head; after `task_s_max` the worker is SIGKILLed by PID. The worker also
+  arms a SIGALRM at ``2 * task_s_max + 1`` s with the default action, so a hung
+  worker whose parent died still ends.
+- When a worker dies (timeout kill, segfault, MemoryError, os._exit) its head
+  is to blame: its attempt count goes up and it is retried on a *fresh* worker
+  (one that has run nothing yet); the tasks queued behind it were never
+  started and go back to the front of the queue unblamed. After
+  `ATTEMPTS_MAX` (2) failures the result is `ExtractFailed(url, reason,
+  attempts)` and the pool goes on.
+- A worker is recycled after `tasks_per_child` tasks: it takes no more work,
+  its replacement starts at once, and it is closed when its last task ends.
+- Backpressure: at most `queue_max` tasks are pending (queued or in flight);
+  `submit` waits for a slot.
+- A worker that dies before it is ready is a start failure; after
+  `START_FAILURES_MAX` in a row the pool is broken and `submit` raises.
+
+Figures (2 cores shared with other jobs, load 2-4, so noisy; 30 KB page,
+167 links; results used and dropped): in-process 770-970 pages/s; pool of
+1 worker 560-1,110 (pipeline 2; ~450-600 without pipelining); 2 workers
+630-1,330 (pipeline 2) and up to ~1,580 (pipeline 4). The parent spends
+~250-300 us of CPU per page (framing, asyncio, building Link objects), so on
+2 cores it takes a share from the workers. A worker starts in ~0.2-0.5 s.
+
+Rules: spawn re-imports the parent's ``__main__``, so a script using the
+pool needs the ``if __name__ == "__main__":`` guard. The fault hooks in
+`_inject_fault` act only in a pool built with ``_test_faults=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import marshal
+import multiprocessing
+import os
+import re
+import signal
+import socket
+import struct
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from courtly.core.links import ExtractFailed, Link, PageLinks, extract_links
+
+__all__ = ["ExtractPool", "ExtractFailed", "ExtractPoolStats"]
+
+ATTEMPTS_MAX = 2            # a page may kill or hang this many workers
+START_FAILURES_MAX = 3      # consecutive workers dying before ready: broken
+STOP_GRACE_S = 2.0          # after EOF or a kill, wait this long before SIGKILL
+_HEADER = struct.Struct("!I")
+_EXIT_MEMORY = 86
+_READY = ("ready",)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractPoolStats:
+    """Counters since the pool started."""
+
+    done: int = 0             # results returned (PageLinks)
+    failed: int = 0           # ExtractFailed returned
+    retried: int = 0          # tasks re-run on a fresh worker
+    workers_started: int = 0
+    workers_lost: int = 0     # died or were killed while working
+
+
+# -- worker process ------------------------------------------------------------------
+
+
+def _frame(payload: bytes) -> bytes:
+    return _HEADER.pack(len(payload)) + payload
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            return None
+        got += n
+    return bytes(buffer)
+
+
+def _encode_page(page: PageLinks) -> tuple:
+    links = tuple((link.url, link.kind, link.nofollow) for link in page.links)
+    return (links, page.canonical, page.noindex, page.nofollow, page.base, page.title, page.error)
+
+
+_FAULT = re.compile(rb"courtly-fault:([a-z-]+)(?::([^\s<>\"']+))?")
+
+
+def _inject_fault(body: bytes, memory_bytes_max: int) -> None:
+    """Test-only misbehaviour, named by a marker in the body."""
+    match = _FAULT.search(body[:4096])
+    if not match:
+        return
+    fault, arg = match.group(1), match.group(2)
+    if fault == b"once" and arg:  # fail on the first attempt only (a flag file)
+        path = os.fsdecode(arg)
+        if os.path.exists(path):
+            return
+        open(path, "w").close()
+        os._exit(13)
+    if fault == b"sleep" and arg:
+        time.sleep(float(arg))
+    if fault == b"hang":
+        while True:
+            time.sleep(1)
+    if fault == b"exit":
+        os._exit(13)
+    if fault == b"segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if fault == b"alloc":
+        bytearray(memory_bytes_max + 1)
+
+
+def _limit_memory(memory_bytes_max: int) -> None:
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_bytes_max if hard == resource.RLIM_INFINITY else min(hard, memory_bytes_max)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _worker_main(
+    sock: socket.socket,
+    memory_bytes_max: int,
+    task_s_max: float,
+    user_agent_token: str,
+    links_max: int,
+    test_faults: bool,
+) -> None:
+    """Serve tasks from `sock` until EOF (runs in the worker process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _limit_memory(memory_bytes_max)
+    options = (user_agent_token, links_max, test_faults, memory_bytes_max)
+    try:
+        sock.sendall(_frame(marshal.dumps(_READY)))
+        while _serve_one(sock, 2 * task_s_max + 1, options):
+            pass
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent went away or stopped us before we were ready
+
+
+def _serve_one(sock: socket.socket, alarm_s: float, options: tuple[str, int, bool, int]) -> bool:
+    """Read one task, answer it; False at EOF. Exits on MemoryError."""
+    header = _recv_exact(sock, _HEADER.size)
+    payload = _recv_exact(sock, _HEADER.unpack(header)[0]) if header else None
+    if payload is None:
+        return False
+    user_agent_token, links_max, test_faults, memory_bytes_max = options
+    signal.setitimer(signal.ITIMER_REAL, alarm_s)  # default action: terminate
+    try:
+        task_id, url, content_type, x_robots_tag, body = marshal.loads(payload)
+        del payload
+        if test_faults:
+            _inject_fault(body, memory_bytes_max)
+        page = extract_links(
+            body, url, content_type=content_type, x_robots_tag=x_robots_tag,
+            user_agent_token=user_agent_token, links_max=links_max,
+        )
+        reply = marshal.dumps(("ok", task_id, _encode_page(page)))
+    except MemoryError:
+        reply = None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if reply is None:
+        try:
+            sock.sendall(_frame(marshal.dumps(("memory",))))
+        finally:
+            os._exit(_EXIT_MEMORY)
+    sock.sendall(_frame(reply))
+    return True
+
+
+# -- parent side -------------------------------------------------------------------------
+
+
+@dataclass(eq=False, slots=True)
+class _Task:
+    task_id: int
+    url: str
+    frame: bytes
+    future: asyncio.Future
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    pid: int
+    transport: asyncio.Transport | None = None
+    inflight: deque[_Task] = field(default_factory=deque)
+    ready: bool = False
+    retiring: bool = False     # takes no new work; closed when idle
+    lost: bool = False         # its connection is gone
+    sent: int = 0
+    timer: asyncio.TimerHandle | None = None
+    timed: _Task | None = None  # the task `timer` is for
+    kill_reason: str | None = None
+    exited: asyncio.Future | None = None
+
+
+class _WorkerProtocol(asyncio.Protocol):
+    """Splits a worker's byte stream into frames for the pool."""
+
+    def __init__(self, pool: ExtractPool, worker: _Worker) -> None:
+        self.pool = pool
+        self.worker = worker
+        self.buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= _HEADER.size:
+            size = _HEADER.unpack_from(self.buffer)[0]
+            end = _HEADER.size + size
+            if len(self.buffer) < end:
+                return
+            payload = bytes(self.buffer[_HEADER.size:end])
+            del self.buffer[:end]
+            self.pool._on_frame(self.worker, payload)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pool._on_lost(self.worker)
+
+
+def _decode_page(data: tuple) -> PageLinks:
+    links, canonical, noindex, nofollow, base, title, error = data
+    links = tuple(itertools.starmap(Link, links))  # ~40 % faster than a listcomp
+    return PageLinks(links, canonical, noindex, nofollow, base, title, error)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "worker vanished"
+    if code < 0:
+        try:
+            return f"worker killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with status {code}"
+
+
+class ExtractPool:
+    """Runs `extract_links` in sandboxed worker processes (module docstring)."""
+
+    def __init__(
+        self,
+        workers: int = 1,
+        *,
+        task_s_max: float = 10.0,
+        memory_bytes_max: int = 512 * 2**20,
+        tasks_per_child: int = 1000,
+        queue_max: int = 256,
+        pipeline_depth: int = 2,
+        user_agent_token: str = "courtly",
+        links_max: int = 5000,
+        _test_faults: bool = False,
+    ) -> None:
+        if workers < 1 or tasks_per_child < 1 or queue_max < 1 or pipeline_depth < 1:
+            raise ValueError("workers, tasks_per_child, queue_max, pipeline_depth must be >= 1")
+        if task_s_max <= 0 or memory_bytes_max < 64 * 2**20:
+            raise ValueError("task_s_max must be > 0 and memory_bytes_max >= 64 MiB")
+        self.workers = workers
+        self.task_s_max = task_s_max
+        self.memory_bytes_max = memory_bytes_max
+        self.tasks_per_child = tasks_per_child
+        self.queue_max = queue_max
+        self.pipeline_depth = pipeline_depth
+        self._worker_args = (memory_bytes_max, task_s_max, user_agent_token, links_max, _test_faults)
+        self._context = multiprocessing.get_context("spawn")
+        self._slots = asyncio.Semaphore(queue_max)
+        self._queue: deque[_Task] = deque()
+        self._retries: deque[_Task] = deque()   # run only on fresh workers
+        self._workers: list[_Worker] = []
+        self._ids = itertools.count()
+        self._pending = 0
+        self._drained: asyncio.Event | None = None
+        self._background: set[asyncio.Future] = set()
+        self._start_failures = 0
+        self._started = self._closing = self._closed = False
+        self._broken: str | None = None
+        self._stats = {name: 0 for name in ExtractPoolStats.__slots__}
+
+    # -- public API --------------------------------------------------------------------
+
+    async def __aenter__(self) -> ExtractPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the workers (submit does this on first use)."""
+        if self._started:
+            return
+        self._started = True
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._ensure_workers()
+
+    async def submit(
+        self, body: bytes, url: str, content_type: str = "", x_robots_tag: str = ""
+    ) -> PageLinks | ExtractFailed:
+        """Extract one page; waits for a slot when `queue_max` are pending.
+
+        Raises RuntimeError when the pool is closed or broken.
+        """
+        self._check_open()
+        await self.start()
+        async with self._slots:
+            self._check_open()
+            loop = asyncio.get_running_loop()
+            task_id = next(self._ids)
+            payload = marshal.dumps((task_id, url, content_type, x_robots_tag, bytes(body)))
+            task = _Task(task_id, url, _frame(payload), loop.create_future())
+            self._pending += 1
+            self._drained.clear()
+            self._queue.append(task)
+            self._dispatch()
+            try:
+                return await task.future
+            finally:
+                self._pending -= 1
+                if not task.future.done():  # the caller was cancelled
+                    task.future.cancel()
+                if self._pending == 0:
+                    self._drained.set()
+
+    async def close(self, *, drain: bool = True) -> None:
+        """Stop the workers; with `drain`, let pending tasks finish first.
+
+        Every worker process has exited (or been SIGKILLed and reaped) when
+        this returns.
+        """
+        if self._closed:
+            return
+        self._closing = True
+        if self._started:
+            if drain and not self._broken:
+                await self._drained.wait()
+            busy = [w for w in self._workers if w.inflight]
+            self._fail_all("extract pool closed")
+            workers = list(self._workers)
+            for worker in workers:
+                self._stop(worker)
+            for worker in busy:  # their results are no longer wanted
+                self._kill(worker)
+            await asyncio.gather(*(w.exited for w in workers), return_exceptions=True)
+            while self._background:
+                await asyncio.gather(*list(self._background), return_exceptions=True)
+        self._closed = True
+
+    @property
+    def pending(self) -> int:
+        """Tasks submitted and not yet answered (at most `queue_max`)."""
+        return self._pending
+
+    def pids(self) -> list[int]:
+        """PIDs of the worker processes not yet reaped."""
+        return [w.pid for w in self._workers]
+
+    def stats(self) -> ExtractPoolStats:
+        return ExtractPoolStats(**self._stats)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._broken:
+            raise RuntimeError(self._broken)
+        if self._closing:
+            raise RuntimeError("extract pool closed")
+
+    def _background_task(self, coro) -> None:
+        future = asyncio.ensure_future(coro)
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
+
+    def _ensure_workers(self) -> None:
+        """Keep `workers` active workers, one of them fresh when retries wait."""
+        if self._closing or self._broken:
+            return
+        active = [w for w in self._workers if not w.retiring and not w.lost]
+        try:
+            while len(active) < self.workers:
+                active.append(self._spawn())
+            if self._retries and not any(w.sent == 0 for w in active):
+                self._retire(active[0])
+                self._spawn()
+        except OSError as exc:  # no processes or descriptors left: nothing will recover
+            self._broken = f"cannot start an extract worker: {exc}"
+            self._fail_all(self._broken)
+
+    def _spawn(self) -> _Worker:
+        parent_sock, child_sock = socket.socketpair()
+        process = self._context.Process(
+            target=_worker_main, args=(child_sock, *self._worker_args),
+            name="courtly-extract", daemon=True,
+        )
+        try:
+            process.start()
+        except BaseException:
+            parent_sock.close()
+            raise
+        finally:
+            child_sock.close()
+        worker = _Worker(process, process.pid)
+        worker.exited = asyncio.get_running_loop().create_future()
+        self._workers.append(worker)
+        self._stats["workers_started"] += 1
+        self._background_task(self._connect(worker, parent_sock))
+        return worker
+
+    async def _connect(self, worker: _Worker, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            transport, _ = await loop.create_unix_connection(
+                lambda: _WorkerProtocol(self, worker), sock=sock
+            )
+        except OSError:
+            sock.close()
+            self._kill(worker)
+            self._on_lost(worker)
+            return
+        worker.transport = transport  # type: ignore[assignment]
+        if worker.retiring:
+            transport.close()
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.retiring = True
+        if not worker.inflight:
+            self._stop(worker)
+
+    def _stop(self, worker: _Worker) -> None:
+        """Ask a worker to exit (EOF); the reaper SIGKILLs it if it lingers."""
+        worker.retiring = True
+        if worker.transport is not None:  # else _connect closes it when it exists
+            worker.transport.close()
+
+    def _kill(self, worker: _Worker) -> None:
+        if worker.process.exitcode is None:  # not reaped: the PID is still ours
+            try:
+                os.kill(worker.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _on_lost(self, worker: _Worker) -> None:
+        if worker.lost:
+            return
+        worker.lost = True
+        if worker.timer is not None:
+            worker.timer.cancel()
+        self._background_task(self._reap(worker))
+
+    async def _reap(self, worker: _Worker) -> None:
+        code = await self._wait_exit(worker)
+        self._workers.remove(worker)
+        if not worker.exited.done():
+            worker.exited.set_result(code)
+        reason = worker.kill_reason or (
+            f"memory limit of {self.memory_bytes_max} bytes exceeded"
+            if code == _EXIT_MEMORY else _describe_exit(code)
+        )
+        if not worker.ready and not self._closing:
+            self._on_start_failure(reason)
+        elif worker.inflight:
+            self._stats["workers_lost"] += 1
+            self._blame(worker.inflight.popleft(), reason)
+            self._queue.extendleft(reversed(worker.inflight))
+            worker.inflight.clear()
+        self._ensure_workers()
+        self._dispatch()
+
+    async def _wait_exit(self, worker: _Worker) -> int | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_GRACE_S
+        killed = False
+        while worker.process.exitcode is None:
+            if loop.time() >= deadline:
+                if killed:
+                    return None
+                self._kill(worker)
+                killed = True
+                deadline = loop.time() + STOP_GRACE_S
+            await asyncio.sleep(0.005)
+        return worker.process.exitcode
+
+    def _on_start_failure(self, reason: str) -> None:
+        self._start_failures += 1
+        if self._start_failures >= START_FAILURES_MAX:
+            self._broken = f"extract workers fail to start: {reason}"
+            self._fail_all(self._broken)
+
+    def _fail_all(self, reason: str) -> None:
+        tasks = list(self._queue) + list(self._retries)
+        for worker in self._workers:
+            tasks.extend(worker.inflight)
+            worker.inflight.clear()
+        self._queue.clear()
+        self._retries.clear()
+        for task in tasks:
+            if not task.future.done():
+                task.future.set_exception(RuntimeError(reason))
+        if self._broken:
+            for worker in list(self._workers):
+                self._stop(worker)
+                self._kill(worker)
+
+    def _blame(self, task: _Task, reason: str) -> None:
+        task.reasons.append(reason)
+        if task.future.done():
+            return
+        if len(task.reasons) >= ATTEMPTS_MAX:
+            self._stats["failed"] += 1
+            failed = ExtractFailed(task.url, "; ".join(task.reasons), len(task.reasons))
+            task.future.set_result(failed)
+        else:
+            self._stats["retried"] += 1
+            self._retries.append(task)
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Fill ready workers level by level up to `pipeline_depth`."""
+        workers = [w for w in self._workers if w.ready and not w.retiring and not w.lost]
+        for level in range(self.pipeline_depth):
+            for worker in workers:
+                if len(worker.inflight) > level or worker.retiring:
+                    continue
+                task = self._next_task(worker)
+                if task is None:
+                    if not self._retries:
+                        return
+                    continue
+                self._send(worker, task)
+
+    def _next_task(self, worker: _Worker) -> _Task | None:
+        if worker.sent == 0:
+            while self._retries:
+                task = self._retries.popleft()
+                if not task.future.done():
+                    return task
+        while self._queue:
+            task = self._queue.popleft()
+            if not task.future.done():
+                return task
+        return None
+
+    def _send(self, worker: _Worker, task: _Task) -> None:
+        worker.inflight.append(task)
+        worker.sent += 1
+        worker.transport.write(task.frame)  # type: ignore[union-attr]
+        self._arm(worker)
+        if worker.sent >= self.tasks_per_child:
+            worker.retiring = True
+            self._ensure_workers()
+
+    def _arm(self, worker: _Worker) -> None:
+        """Start the clock of the worker's head task when it changes."""
+        head = worker.inflight[0] if worker.inflight else None
+        if head is worker.timed:
+            return
+        if worker.timer is not None:
+            worker.timer.cancel()
+            worker.timer = None
+        worker.timed = head
+        if head is not None:
+            loop = asyncio.get_running_loop()
+            worker.timer = loop.call_later(self.task_s_max, self._on_timeout, worker, head)
+
+    def _on_timeout(self, worker: _Worker, task: _Task) -> None:
+        if worker.lost or not worker.inflight or worker.inflight[0] is not task:
+            return
+        worker.kill_reason = f"timed out after {self.task_s_max:g} s"
+        self._kill(worker)
+
+    def _on_frame(self, worker: _Worker, payload: bytes) -> None:
+        message = marshal.loads(payload)
+        if message[0] == "ok":
+            if not worker.inflight or worker.inflight[0].task_id != message[1]:
+                worker.kill_reason = "worker protocol error"
+                self._kill(worker)
+                return
+            task = worker.inflight.popleft()
+            if not task.future.done():
+                self._stats["done"] += 1
+                task.future.set_result(_decode_page(message[2]))
+            self._arm(worker)
+            if worker.retiring and not worker.inflight:
+                self._stop(worker)
+            self._dispatch()
+        elif message == _READY:
+            worker.ready = True
+            self._start_failures = 0
+            self._dispatch()
+        elif message[0] == "memory":
+            worker.kill_reason = f"memory limit of {self.memory_bytes_max} bytes exceeded"
