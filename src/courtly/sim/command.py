@@ -1,0 +1,204 @@
+"""`courtly simweb`: serve the simulated hostile web, or check a crawl's log.
+
+    courtly simweb [--profile demo|bench|hostile] [--seed N] [--hosts N] ... --out DIR
+    courtly simweb check DIR/requests.jsonl [--manifest DIR/manifest.json] [...]
+
+Serving writes DIR/hosts.json, DIR/manifest.json, DIR/seeds.txt, logs every
+request to DIR/requests.jsonl, and writes DIR/ready.json ({"port", "pid",
+...}) only once every socket listens, so a parent process can poll for it.
+SIGTERM/SIGINT (or --duration-s) stop it cleanly, log flushed.
+`check` prints the checkers' report and exits 1 on any violation.
+`main(argv)` is what `courtly/cli.py` calls with the arguments after `simweb`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from courtly.sim.webconfig import BEHAVIOURS, HOSTILE_BODIES, PROFILES, ROBOTS_VARIANTS, profile_config
+
+__all__ = ["main"]
+
+
+def _epilog() -> str:
+    out = ["profiles:"]
+    out += [f"  {name:10s} {', '.join(f'{k}={v}' for k, v in p.items()) or 'defaults: small and mixed'}"
+            for name, p in PROFILES.items()]
+    out.append("\nhost behaviours (manifest.json: behaviours{name: [hosts]}, hosts{h: {paths}}):")
+    out += [f"  {k:18s} {v}" for k, v in BEHAVIOURS.items()]
+    out.append("\nrobots.txt variants (manifest.json: robots_variants{name: [hosts]}):")
+    out += [f"  {k:18s} {v}" for k, v in ROBOTS_VARIANTS.items()]
+    out.append("\nhostile bodies (/hostile/<name> on hostile_bodies hosts):")
+    out += [f"  {k:18s} {v}" for k, v in HOSTILE_BODIES.items()]
+    out.append(
+        "\nalways on: 10-50 KB HTML pages with nav, relative/absolute/protocol-relative links,"
+        "\n  <base href> (id%5==2), rel=canonical, rel=nofollow links (id%4==1 -> hidden-<id>.html),"
+        "\n  broken links (id%9==4), ?print=1 and .pdf links (disallowed by rules robots),"
+        "\n  cross-host links, shared-IP hosting (first quarter of the IPs carry tens of hosts),"
+        "\n  bare-IP Host header = that IP's first host."
+        "\nSSRF bait: 127.0.0.1 is never a host IP; the server also listens there and tags hits"
+        "\n  ssrf_bait; bait names: 169.254.169.254 10.0.0.1 192.168.1.1 localhost 127.0.0.1"
+        "\n  2130706433 0x7f000001 0177.0.0.1 intranet.test (hosts.json -> 127.0.0.1) [::1]."
+        "\n  The crawler must allow only manifest.json's allowed_networks."
+        "\nfiles in --out: hosts.json manifest.json seeds.txt requests.jsonl ready.json"
+    )
+    return "\n".join(out)
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="courtly simweb",
+        description="Serve a deterministic simulated hostile web on loopback (127.0.0.0/8), "
+                    "one port for every host IP. Same seed => same web and manifest. "
+                    "Use `courtly simweb check LOG` to check a crawl's politeness afterwards.",
+        epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", choices=sorted(PROFILES), default="demo")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--hosts", type=int, help="number of hosts (profile default)")
+    p.add_argument("--pages-per-host", type=int, help="pages per host (>= 10)")
+    p.add_argument("--ips", type=int, help="number of loopback IPs (127.0.1.1 ...)")
+    p.add_argument("--port", type=int, default=0, help="port on every IP (0: pick a free one)")
+    p.add_argument("--out", type=Path, help="directory for hosts.json, manifest.json, seeds.txt, "
+                                            "requests.jsonl and ready.json")
+    p.add_argument("--duration-s", type=float, help="stop after this long (default: until SIGINT/SIGTERM)")
+    p.add_argument("--no-log", action="store_true", help="do not write requests.jsonl (benchmarks)")
+    p.add_argument("--latency-s", type=float, help="base latency of slow hosts")
+    p.add_argument("--retry-after-s", type=int, help="Retry-After of throttled hosts")
+    p.add_argument("--throttle-requests", type=int, help="requests answered 429/503 on throttled hosts")
+    p.add_argument("--robots-hang-s", type=float, help="how long a timeout robots.txt hangs")
+    p.add_argument("--change-rate-per-s", type=float, help="base Poisson change rate of pages")
+    p.add_argument("--special-share", type=float, help="share of hosts with a special behaviour")
+    return p
+
+
+def _check_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="courtly simweb check",
+        description="Check a simulated-web request log: per-key concurrency and gaps, per-IP "
+                    "concurrency and rate, robots.txt first/unreachable/disallowed, SSRF bait, "
+                    "traps, duplicate fetches, coverage. Exit 1 on any violation.")
+    p.add_argument("log", type=Path, help="requests.jsonl written by courtly simweb")
+    p.add_argument("--manifest", type=Path, help="manifest.json (default: next to the log)")
+    p.add_argument("--delay-s-min", type=float, default=1.0)
+    p.add_argument("--crawl-delay-s-max", type=float, default=10.0)
+    p.add_argument("--retry-after-s-max", type=float, default=3600.0)
+    p.add_argument("--backoff-factor", type=float, default=2.0)
+    p.add_argument("--tolerance-s", type=float, default=0.05, help="slack for gaps and rate windows")
+    p.add_argument("--concurrency-tolerance-s", type=float, default=0.002, help="slack for overlaps")
+    p.add_argument("--key", choices=("domain", "host"), default="domain",
+                   help="politeness key: registered domain (last two labels) or exact host")
+    p.add_argument("--ip-concurrency", type=int, default=4)
+    p.add_argument("--ip-rate", type=float, default=5.0, help="max requests per second per IP")
+    p.add_argument("--trap-fetches-max", type=int)
+    p.add_argument("--duplicate-fetches-max", type=int, default=0)
+    p.add_argument("--coverage-min", type=float)
+    p.add_argument("--no-coverage", action="store_true", help="skip the reachability walk (huge webs)")
+    p.add_argument("--only-hosts", help="comma-separated hosts the crawl was bounded to (coverage)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    return p
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from courtly.sim.server import SimWebServer
+
+    config = profile_config(
+        args.profile, seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host, ips=args.ips,
+        latency_s=args.latency_s, retry_after_s=args.retry_after_s, throttle_requests=args.throttle_requests,
+        robots_hang_s=args.robots_hang_s, change_rate_per_s=args.change_rate_per_s,
+        special_share=args.special_share)
+    out: Path | None = args.out
+    log_path = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "ready.json").unlink(missing_ok=True)
+        log_path = None if args.no_log else out / "requests.jsonl"
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with SimWebServer(config, log_path, port=args.port) as srv:
+        if out is not None:
+            _write_json(out / "hosts.json", srv.hosts_map)
+            _write_json(out / "manifest.json", srv.manifest)
+            (out / "seeds.txt").write_text("\n".join(srv.seeds) + "\n", encoding="utf-8")
+            _write_json(out / "ready.json", {
+                "port": srv.port, "pid": os.getpid(), "started_at": srv.started_at,
+                "hosts_file": str(out / "hosts.json"), "manifest": str(out / "manifest.json"),
+                "seeds": str(out / "seeds.txt"), "log": str(log_path) if log_path else None})
+        print(f"simweb: {len(srv.web.hosts)} hosts on {len(srv.web.ips)} IPs, port {srv.port}, "
+              f"profile {config.profile}, seed {config.seed}" + (f", out {out}" if out else ""), flush=True)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=args.duration_s)
+        except asyncio.TimeoutError:
+            pass
+    if out is not None:
+        (out / "ready.json").unlink(missing_ok=True)
+    print(f"simweb: stopped after {srv.log.count} requests", flush=True)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from courtly.sim.check import CheckParams, check_log
+    from courtly.sim.manifest import web_from_manifest
+    from courtly.sim.reqlog import load_log
+
+    manifest_path = args.manifest or args.log.parent / "manifest.json"
+    manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+    web = web_from_manifest(manifest)
+    records = load_log(args.log)
+    hosts = tuple(h.strip() for h in args.only_hosts.split(",")) if args.only_hosts else None
+    params = CheckParams(
+        delay_s_min=args.delay_s_min, crawl_delay_s_max=args.crawl_delay_s_max,
+        retry_after_s_max=args.retry_after_s_max, backoff_factor=args.backoff_factor,
+        tolerance_s=args.tolerance_s, concurrency_tolerance_s=args.concurrency_tolerance_s,
+        ip_concurrency=args.ip_concurrency, ip_rate=args.ip_rate,
+        trap_fetches_max=args.trap_fetches_max, duplicate_fetches_max=args.duplicate_fetches_max,
+        coverage=not args.no_coverage, coverage_min=args.coverage_min, hosts=hosts)
+    key_of: Callable[[str], str] | None = (lambda h: h) if args.key == "host" else None
+    report = check_log(records, web, params, port=int(manifest["port"]), key_of=key_of)
+    if args.json:
+        cov = report.coverage
+        print(json.dumps({
+            "ok": report.ok, "stats": report.stats,
+            "violations": [{"rule": v.rule, "key": v.key, "detail": v.detail, "lines": list(v.lines)}
+                           for v in report.violations],
+            "trap_fetches": report.trap_fetches, "duplicate_fetches": report.duplicate_fetches,
+            "coverage": None if cov is None else {"reachable": cov.reachable, "fetched": cov.fetched,
+                                                  "ratio": cov.ratio, "missing": list(cov.missing)},
+            "notes": report.notes}, indent=1))
+    else:
+        print(report.render())
+    return 0 if report.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "simweb":
+        args_list = args_list[1:]
+    if args_list and args_list[0] == "check":
+        return _check(_check_parser().parse_args(args_list[1:]))
+    args = _serve_parser().parse_args(args_list)
+    try:
+        import uvloop
+
+        runner: Callable[[Any], int] = uvloop.run  # type: ignore[assignment]
+    except ImportError:
+        runner = asyncio.run
+    return runner(_serve(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
