@@ -137,6 +137,7 @@ class Politeness:
         self._allow = {e.key: e for e in allowlist}
         self._keys: dict[str, KeyState] = {}
         self._ips: dict[str, IpState] = {}
+        self.not_before = 0.0   # nothing starts before this (resume after a crash)
 
     # ---- keys -------------------------------------------------------------
 
@@ -194,7 +195,7 @@ class Politeness:
             if st.fetches:  # the next fetch waits the raised delay too
                 st.next_fetch_at += floor - st.delay_s
             st.delay_s = floor
-        return max(st.next_fetch_at, st.backoff_until)
+        return max(st.next_fetch_at, st.backoff_until, self.not_before)
 
     def may_start(self, key: str, now: float) -> bool:
         st = self.key(key)
@@ -261,6 +262,11 @@ class Politeness:
             self._ips[ip] = st
         return st
 
+    def hold_all_until(self, at: float) -> None:
+        """No key or IP starts before `at`: after a crash, requests the dead process
+        made in its last moments are unknown, so every key waits out one delay."""
+        self.not_before = max(self.not_before, at)
+
     def ip_ready_at(self, ip: str, now: float, key: str | None = None) -> float | None:
         """When a new request to `ip` may start: `now` if it may start now, a later
         instant for the rate limit, or None when the concurrency limit is reached
@@ -272,9 +278,9 @@ class Politeness:
         window = int(rate) if rate >= 1 else 1
         span = 1.0 if rate >= 1 else 1.0 / rate
         if len(st.starts) < window:
-            return now
+            return max(now, self.not_before)
         oldest = st.starts[-window]
-        return max(now, oldest + span + self.config.ip_margin_s)
+        return max(now, oldest + span + self.config.ip_margin_s, self.not_before)
 
     def ip_started(self, ip: str, now: float, key: str | None = None) -> None:
         ready = self.ip_ready_at(ip, now, key)

@@ -46,6 +46,9 @@ from courtly.shell.store.sqlite import Batch
 __all__ = ["Crawler", "CrawlStats"]
 
 SEED_BAND = 1
+# Network failures worth another try; the rest (oversized headers, protocol
+# errors, a refused address) would fail the same way again.
+_TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
 
@@ -130,6 +133,7 @@ class Crawler:
             self.politeness.restore(key, snap)
         for origin, snap in self.store.robots().items():
             self.robots.restore(origin, snap)
+        self._hold_after_crash(now)
         n = 0
         for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
             item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
@@ -138,6 +142,20 @@ class Crawler:
             self._queue(item, now)
             n += 1
         return n
+
+    def _hold_after_crash(self, now: float) -> None:
+        """A previous run may have been killed mid-request: its last requests (up to
+        one commit interval) are not in the store. Wait out the longest delay in
+        force, plus that interval, and at least the IP rate window, before any
+        request."""
+        saved = [snap.get("delay_s", 0.0) for snap in self.store.hosts().values()]
+        if not saved and self.store.get_meta("started") is None:
+            return  # a fresh crawl folder
+        p = self.cfg.politeness
+        longest = max([p.delay_s, *saved])
+        hold = min(longest, max(p.delay_s, p.crawl_delay_s_max))
+        hold = max(hold + self.cfg.store.commit_interval_s, 1.0 + self.cfg.store.commit_interval_s)
+        self.politeness.hold_all_until(now + hold)
 
     def add_seeds(self, seeds: list[str]) -> int:
         now = self.clock.now()
@@ -166,6 +184,7 @@ class Crawler:
 
     async def run(self) -> CrawlStats:
         self.stats.started_at = self.clock.now()
+        self.batch.meta["started"] = repr(self.stats.started_at)
         committer = asyncio.create_task(self._commit_loop())
         try:
             await self._main_loop()
@@ -349,6 +368,7 @@ class Crawler:
                 key, done, response_s=result.elapsed_s, status=result.status,
                 retry_after=result.headers.get("retry-after") if result.headers else None,
             )
+            self.batch.hosts[key] = self.politeness.key(key).snapshot()
             return result
 
     # ---- robots.txt -----------------------------------------------------------
@@ -424,12 +444,15 @@ class Crawler:
                 self.batch.fetches.append((item.url, "page", result.started_at, 0, 0,
                                            result.elapsed_s, result.ip or "", "", result.error or ""))
             attempts = self._attempts.get(item.url, 0) + 1
-            if attempts <= self.cfg.crawl.retries_max:
+            transient = status != 0 or result.error in _TRANSIENT_ERRORS
+            if transient and attempts <= self.cfg.crawl.retries_max:
                 self._attempts[item.url] = attempts
                 self.stats.retries += 1
                 self.batch.requeued.append((attempts, item.url))
+                if status in (429, 503):
+                    return "retry-later"   # stays first in the batch, which goes back whole
                 self._queue(item, now)
-                return "retry-later" if status in (429, 503) else "done"
+                return "done"
             self._attempts.pop(item.url, None)
             detail = f"status {status}" if status else f"{result.error}: {result.error_detail}"
             self.decide(item.url, item.key, item.via, Reason.ERROR,

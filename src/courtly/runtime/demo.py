@@ -85,7 +85,9 @@ def run_demo(args) -> int:
                           fetch_tasks=64)
         cfg = cfg.replace("politeness", delay_s=0.25)
         cfg = cfg.replace("fetch", total_s=10.0, connect_s=3.0)
-        cfg = cfg.replace("network", allow=("127.0.0.0/8",), hosts_file=str(web.hosts_file))
+        # Only the web's own networks: 127.0.0.1 is SSRF bait and must stay forbidden.
+        allowed = tuple(json.loads(web.manifest_file.read_text())["allowed_networks"])
+        cfg = cfg.replace("network", allow=allowed, hosts_file=str(web.hosts_file))
         for w in cfg.warnings():
             print(f"courtly: WARNING: {w}", file=sys.stderr)
         print(f"courtly demo: crawling {len(web.seeds)} seeds into {out}/ (Ctrl-C stops; run again to resume)",
