@@ -183,9 +183,9 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not seeds and not (out / "crawl.db").exists():
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
-    for w in cfg.warnings():
-        print(f"courtly: WARNING: {w}", file=sys.stderr)
     with crawl_folder(out):
+        for w in cfg.warnings():
+            print(f"courtly: WARNING: {w}", file=sys.stderr)
         progress = Progress(enabled=not args.quiet)
         stats = run_async(_run_with_progress(cfg, out, seeds, progress))
     elapsed = max(1e-9, time.time() - stats.started_at)

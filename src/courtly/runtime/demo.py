@@ -78,8 +78,12 @@ def run_demo(args) -> int:
     sim_dir = out / "simweb"
     print(f"courtly demo: starting the simulated web ({args.hosts} hosts, seed {args.seed}) on loopback",
           file=sys.stderr)
-    with simweb_process(sim_dir, ["--profile", "demo", "--seed", str(args.seed),
-                                 "--hosts", str(args.hosts)]) as web:
+    if args.hosts < 1:
+        from courtly.cli import UsageError
+
+        raise UsageError("--hosts must be at least 1")
+    with simweb_process(sim_dir, ["--profile", "demo", "--seed", str(args.seed), "--hosts", str(args.hosts),
+                                 "--ips", str(min(args.hosts, 8))]) as web:
         cfg = Config()
         cfg = cfg.replace("crawl", max_pages=args.max_pages, contact="https://example.invalid/courtly-demo",
                           fetch_tasks=64)

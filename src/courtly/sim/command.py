@@ -111,14 +111,18 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-async def _serve(args: argparse.Namespace) -> int:
-    from courtly.sim.server import SimWebServer
-
-    config = profile_config(
+def _config(args: argparse.Namespace):
+    return profile_config(
         args.profile, seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host, ips=args.ips,
         latency_s=args.latency_s, retry_after_s=args.retry_after_s, throttle_requests=args.throttle_requests,
         robots_hang_s=args.robots_hang_s, change_rate_per_s=args.change_rate_per_s,
         special_share=args.special_share)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from courtly.sim.server import SimWebServer
+
+    config = _config(args)
     out: Path | None = args.out
     log_path = None
     if out is not None:
@@ -190,7 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list = args_list[1:]
     if args_list and args_list[0] == "check":
         return _check(_check_parser().parse_args(args_list[1:]))
-    args = _serve_parser().parse_args(args_list)
+    parser = _serve_parser()
+    args = parser.parse_args(args_list)
+    try:  # validate the knobs before any socket opens: a bad one is one line
+        _config(args)
+    except (ValueError, TypeError) as e:
+        parser.exit(2, f"courtly simweb: error: {e}\n")
     try:
         import uvloop
 
