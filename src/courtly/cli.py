@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         return simweb_main(argv[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _setup_logging()
     if not args.command:
         parser.print_help()
         return 2
@@ -102,6 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser.print_help()
     return 2
+
+
+def _setup_logging() -> None:
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("courtly: %(levelname)s: %(message)s"))
+    root = logging.getLogger("courtly")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:

@@ -29,12 +29,14 @@ unacknowledged pages are fetched again (at-least-once).
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from dataclasses import dataclass, field, replace
 
 from courtly import __version__
 from courtly.config import Config
 from courtly.core.frontier import Frontier, FrontierFull, Lease
+from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
 from courtly.core.robots import RobotsBook, RobotsFailed, RobotsFetched, RobotsState
 from courtly.core.seen import SeenFilter
@@ -44,6 +46,8 @@ from courtly.runtime.admission import Admission
 from courtly.shell.store.sqlite import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
+
+log = logging.getLogger("courtly")
 
 SEED_BAND = 1
 # Network failures worth another try; the rest (oversized headers, protocol
@@ -112,7 +116,8 @@ class Crawler:
         self.stats = CrawlStats()
         self.batch = Batch()
         self._attempts: dict[str, int] = {}
-        self._hold: dict[str, float] = {}      # key -> not before (robots fetch pending)
+        self._hold: dict[str, float] = {}
+        self._warned_impolite = False      # key -> not before (robots fetch pending)
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
@@ -309,6 +314,11 @@ class Crawler:
                 raise  # not a resolution failure: a bug
             self.decide(item.url, item.key, item.via, e.reason, getattr(e, "detail", ""), now, item.depth)
             return "done"
+        if not self._warned_impolite and self.politeness.delay_s_min(item.key, now) < 1.0 \
+                and is_public_address(ip):
+            self._warned_impolite = True
+            log.warning("IMPOLITE: delay %.2f s (< 1 s) applies to %s, a public address (%s)",
+                        self.politeness.delay_s_min(item.key, now), item.key, ip)
         view = self.robots.lookup(origin_s, now)
         if view.state is RobotsState.NEED_FETCH:
             if not await self._fetch_robots(origin_s, item.key, lease):
