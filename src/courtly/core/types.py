@@ -32,6 +32,8 @@ class Reason(StrEnum):
     ERROR = "error"                    # fetch failed after all retries
     BUDGET = "budget"                  # page budget (--max-pages) exhausted
     PURGED = "purged"                  # takedown
+    TRAP = "trap"                      # a crawler-trap rule (detail names the rule)
+    SOFT404 = "soft404"                # 200 answer that is the host's "not found" page
 
 
 @dataclass(frozen=True, slots=True)

@@ -379,6 +379,10 @@ class Crawler:
                 retry_after=result.headers.get("retry-after") if result.headers else None,
             )
             self.batch.hosts[key] = self.politeness.key(key).snapshot()
+            if result.status in (429, 503):
+                # A back-off must survive kill -9: commit now, not at the next tick
+                # (what remains is the few microseconds of this synchronous step).
+                self.commit()
             return result
 
     # ---- robots.txt -----------------------------------------------------------

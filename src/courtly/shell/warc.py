@@ -18,7 +18,14 @@ Theory of operation
 * Every file starts with a ``warcinfo`` record. Each exchange is a ``request``,
   a ``response`` and (if provenance fields are given) a ``metadata`` record,
   each in its own gzip member, so any record can be read from its offset
-  alone. The framing is written here (it is a few header lines); warcio is
+  alone. A fetch whose payload was stored before is a ``request`` plus a
+  ``revisit`` record (``write_revisit``, WARC 1.1 section 6.7): profile
+  identical-payload-digest (same body as an earlier capture; the runtime
+  compares ``payload_digest_of(body)`` with its exact-duplicate index) or
+  server-not-modified (a 304 to a conditional request). Its block is the HTTP
+  response head only; WARC-Refers-To-Target-URI and WARC-Refers-To-Date name
+  the earlier capture (and WARC-Refers-To its record id when known), which is
+  what pywb uses to replay the revisit from the original record. The framing is written here (it is a few header lines); warcio is
   used only to read and verify. Compression is the main cost: members come
   from one long-lived raw deflate stream per thread (a full flush per member)
   instead of a fresh compressor per record, at level 1 by default, with
@@ -56,7 +63,7 @@ import threading
 import uuid
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -83,9 +90,11 @@ __all__ = [
     "StoredRecord",
     "WarcRef",
     "WarcWriter",
+    "REVISIT_PROFILES",
     "cdxj_path",
     "index_warc",
     "iter_records",
+    "payload_digest_of",
     "repair",
 ]
 
@@ -109,6 +118,10 @@ _TRANSFER_ENCODING = re.compile(rb"(?im)^transfer-encoding([ \t]*:)")
 _CONTENT_TYPE = re.compile(rb"(?im)^content-type[ \t]*:[ \t]*([^\r\n]*)")
 _MIME_SPLIT = re.compile(r"[;\s]")
 _INDEXED_TYPES = frozenset({"response", "revisit", "resource"})
+REVISIT_PROFILES = {
+    "identical-payload-digest": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+    "server-not-modified": "http://netpreserve.org/warc/1.1/revisit/server-not-modified",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +258,7 @@ class WarcWriter:
         common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
 
-        payload_digest = _sha1_b32(hashlib.sha1(body))
+        payload_digest = payload_digest_of(body)
         block = hashlib.sha1(response_head)
         block.update(body)
         resp_headers = (
@@ -268,37 +281,85 @@ class WarcWriter:
             self._member(resp_headers, response_head, body),
         ]
         if meta_block:
-            members.append(
-                self._member(
-                    f"WARC-Type: metadata\r\nWARC-Record-ID: {meta_id}\r\n{common}"
-                    f"WARC-Concurrent-To: {resp_id}\r\nWARC-Refers-To: {resp_id}\r\n"
-                    f"WARC-Block-Digest: {_sha1_b32(hashlib.sha1(meta_block))}\r\n"
-                    "Content-Type: application/warc-fields\r\n"
-                    f"Content-Length: {len(meta_block)}\r\n",
-                    meta_block,
-                )
-            )
+            members.append(self._metadata_member(metadata or {}, common, resp_id, meta_id, meta_block))
         status, mime = _status_and_mime(response_head)
-        total = sum(len(m) for m in members)
-        with self._lock:
-            current = self._file_for(total, fetched_at)
-            resp_offset = current.offset + len(members[0])
-            for member in members:
-                current.handle.write(member)
-            current.offset += total
-            current.exchanges += 1
-            current.entries.append(
-                _IndexEntry(
-                    url=url,
-                    timestamp=when.strftime("%Y%m%d%H%M%S"),
-                    mime=mime,
-                    status=status,
-                    digest=payload_digest,
-                    offset=resp_offset,
-                    length=len(members[1]),
-                )
-            )
-            return WarcRef(current.name, resp_offset, len(members[1]), resp_id)
+        entry = _IndexEntry(url=url, timestamp=when.strftime("%Y%m%d%H%M%S"), mime=mime, status=status,
+                            digest=payload_digest, offset=0, length=len(members[1]))
+        return self._append(members, entry, fetched_at, resp_id)
+
+    def write_revisit(
+        self,
+        *,
+        url: str,
+        ip: str,
+        request_head: bytes,
+        response_head: bytes,
+        fetched_at: float,
+        refers_to_uri: str,
+        refers_to_date: float,
+        payload_digest: str | None,
+        profile: str,
+        refers_to_record_id: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> WarcRef:
+        """Write request, revisit and metadata records for a fetch whose
+        payload need not be stored again; return the revisit's location.
+
+        ``profile``: "identical-payload-digest" (``payload_digest`` is the
+        ``sha1:`` form from ``payload_digest_of``, required) or
+        "server-not-modified" (a 304; ``payload_digest`` of the earlier
+        capture if known, else None). ``refers_to_*`` name the earlier
+        capture: its URI, its ``fetched_at``, its WARC-Record-ID if known.
+        The block is ``response_head`` alone (WARC 1.1 section 6.7)."""
+        if profile not in REVISIT_PROFILES:
+            raise ValueError(f"profile must be one of {sorted(REVISIT_PROFILES)}")
+        if profile == "identical-payload-digest" and not payload_digest:
+            raise ValueError("identical-payload-digest needs the payload digest")
+        _check_uri(url)
+        _check_uri(refers_to_uri)
+        _check_value("ip", ip)
+        for name, value in (("payload_digest", payload_digest or ""),
+                            ("refers_to_record_id", refers_to_record_id or "")):
+            if _BAD_URI_CHARS.search(value):
+                raise ValueError(f"{name} has whitespace or control characters: {value!r}")
+        if not request_head.endswith(_HEAD_END) or not response_head.endswith(_HEAD_END):
+            raise ValueError("request_head and response_head must end with CRLFCRLF")
+        if b"transfer-" in response_head.lower():
+            response_head = _TRANSFER_ENCODING.sub(rb"X-Crawler-Transfer-Encoding\1", response_head)
+        when = datetime.fromtimestamp(fetched_at, UTC)
+        date = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        refers_date = datetime.fromtimestamp(refers_to_date, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        req_id, rev_id, meta_id = _record_id(), _record_id(), _record_id()
+        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
+        addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
+        revisit_headers = (
+            f"WARC-Type: revisit\r\nWARC-Record-ID: {rev_id}\r\n{addressed}"
+            f"WARC-Profile: {REVISIT_PROFILES[profile]}\r\n"
+            + (f"WARC-Refers-To: {refers_to_record_id}\r\n" if refers_to_record_id else "")
+            + f"WARC-Refers-To-Target-URI: {refers_to_uri}\r\n"
+            f"WARC-Refers-To-Date: {refers_date}\r\n"
+            + (f"WARC-Payload-Digest: {payload_digest}\r\n" if payload_digest else "")
+            + f"WARC-Block-Digest: {_sha1_b32(hashlib.sha1(response_head))}\r\n"
+            "Content-Type: application/http;msgtype=response\r\n"
+            f"Content-Length: {len(response_head)}\r\n"
+        )
+        members = [
+            self._member(
+                f"WARC-Type: request\r\nWARC-Record-ID: {req_id}\r\n{addressed}"
+                f"WARC-Concurrent-To: {rev_id}\r\n"
+                f"WARC-Block-Digest: {_sha1_b32(hashlib.sha1(request_head))}\r\n"
+                "Content-Type: application/http;msgtype=request\r\n"
+                f"Content-Length: {len(request_head)}\r\n",
+                request_head,
+            ),
+            self._member(revisit_headers, response_head),
+        ]
+        if metadata:
+            members.append(self._metadata_member(metadata, common, rev_id, meta_id))
+        status, _ = _status_and_mime(response_head)
+        entry = _IndexEntry(url=url, timestamp=when.strftime("%Y%m%d%H%M%S"), mime="warc/revisit",
+                            status=status, digest=payload_digest, offset=0, length=len(members[1]))
+        return self._append(members, entry, fetched_at, rev_id)
 
     def flush(self) -> None:
         """Push buffered records to the OS and, if ``fsync``, to the disk."""
@@ -326,6 +387,33 @@ class WarcWriter:
         self.close()
 
     # -- internals (_member runs outside the lock: its deflate stream is per thread)
+
+    def _metadata_member(
+        self, metadata: dict[str, str], common: str, about_id: str, meta_id: str, block: bytes | None = None
+    ) -> bytes:
+        block = _warc_fields(metadata) if block is None else block
+        return self._member(
+            f"WARC-Type: metadata\r\nWARC-Record-ID: {meta_id}\r\n{common}"
+            f"WARC-Concurrent-To: {about_id}\r\nWARC-Refers-To: {about_id}\r\n"
+            f"WARC-Block-Digest: {_sha1_b32(hashlib.sha1(block))}\r\n"
+            "Content-Type: application/warc-fields\r\n"
+            f"Content-Length: {len(block)}\r\n",
+            block,
+        )
+
+    def _append(self, members: list[bytes], entry: _IndexEntry, fetched_at: float, record_id: str) -> WarcRef:
+        """Write one exchange's members (request first, the indexed record
+        second) into the current file; index the second."""
+        total = sum(len(m) for m in members)
+        with self._lock:
+            current = self._file_for(total, fetched_at)
+            offset = current.offset + len(members[0])
+            for member in members:
+                current.handle.write(member)
+            current.offset += total
+            current.exchanges += 1
+            current.entries.append(replace(entry, offset=offset))
+            return WarcRef(current.name, offset, len(members[1]), record_id)
 
     def _member(self, headers: str, *blocks: bytes) -> bytes:
         deflate = getattr(self._local, "deflate", None)
@@ -633,6 +721,14 @@ def _gzip_member(deflate: Any, *blocks: bytes) -> bytes:
     parts.append(_DEFLATE_FINAL_EMPTY_BLOCK)
     parts.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
     return b"".join(parts)
+
+
+def payload_digest_of(body: bytes) -> str:
+    """The ``WARC-Payload-Digest`` the writer records for ``body`` (SHA-1,
+    base32, ``sha1:`` prefix): compare it before writing to decide between
+    ``write_exchange`` and ``write_revisit``. ``body`` is the payload as
+    given to ``write_exchange`` (transfer-decoded, not content-decoded)."""
+    return _sha1_b32(hashlib.sha1(body))
 
 
 def _record_id() -> str:
