@@ -1,0 +1,157 @@
+"""Soft 404s: hosts that answer "not found" with 200 and an error page.
+
+What it owns: per origin, what the host answers for a path that cannot
+exist, learnt from probes, and the test "is this 200 page that error page?".
+
+How it works
+
+* `needs_probe(origin)` is true until a probe gave a conclusive answer
+  (or after `probe_ttl_s` when `now` is given). `probe_url(origin, rng)`
+  is ``<origin>/courtly-404-probe-<16 hex>`` from the injected generator:
+  a path no site has. The caller fetches it like any page (politely, through
+  the frontier), follows redirects, and calls `record_probe(origin, status,
+  fp)` with the *final* status and, for a 200, the `error_fingerprint` of its
+  main text.
+* 404 or 410: the host is honest; `is_soft404` is always false for it.
+  200: the host is soft; the fingerprint joins the origin's error signatures
+  (at most `signatures_max`, newest kept). Any other status (3xx left over,
+  401/403, 5xx, network error as status 0): inconclusive, probe again, at
+  most `attempts_max` times, then give up (treated as honest).
+* `is_soft404(origin, fp)`: the host is soft and `fp` is within
+  `distance_max` bits of one of its signatures.
+* `error_fingerprint(text, url)`: error pages echo the requested path ("Sorry,
+  /news/missing-13.html does not exist"), which on a 20-word page moves the
+  SimHash by ~18 bits. So the tokens of the requested URL are removed from
+  the text first, and the SimHash is taken over word pairs. Use it for the
+  probe's answer and for the candidate page alike; only pages of soft hosts
+  (`is_soft(origin)`) need it.
+
+Threshold: `distance_max` = 6. Two renderings of the same error template
+differ by 0-3 bits once the path is removed (the sim's template: 0); an
+unrelated page is ~32 bits away (binomial, sd 4), so 6 leaves > 6 sd of room.
+
+Rules: pure; the generator is an argument; state is a JSON value
+(`snapshot()` / `Soft404Book.restore()`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from courtly.core.fingerprint import hamming, simhash64
+
+__all__ = ["Soft404Book", "error_fingerprint", "PROBE_PREFIX"]
+
+PROBE_PREFIX = "/courtly-404-probe-"
+_URL_TOKEN = re.compile(r"\w+")
+_HONEST, _SOFT, _UNKNOWN, _GAVE_UP = "honest", "soft", "unknown", "gave_up"
+
+
+def error_fingerprint(text: str, url: str) -> int:
+    """SimHash (word pairs) of `text` without the tokens of `url`."""
+    drop = set(_URL_TOKEN.findall(url.lower()))
+    kept = [t for t in _URL_TOKEN.findall(text.lower()) if t not in drop]
+    return simhash64(" ".join(kept), shingle=2)
+
+
+@dataclass(slots=True)
+class _Host:
+    state: str = _UNKNOWN
+    attempts: int = 0
+    probed_at: float = 0.0
+    signatures: list[int] = field(default_factory=list)
+
+
+class Soft404Book:
+    """Per-origin soft-404 knowledge (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        distance_max: int = 6,
+        signatures_max: int = 4,
+        attempts_max: int = 3,
+        probe_ttl_s: float = 30 * 86_400.0,
+        origins_max: int = 1_000_000,
+    ) -> None:
+        if not 0 <= distance_max <= 16:
+            raise ValueError("distance_max must be 0..16")
+        if signatures_max < 1 or attempts_max < 1 or probe_ttl_s <= 0 or origins_max < 1:
+            raise ValueError("signatures_max, attempts_max, probe_ttl_s and origins_max must be positive")
+        self.distance_max = distance_max
+        self.signatures_max = signatures_max
+        self.attempts_max = attempts_max
+        self.probe_ttl_s = probe_ttl_s
+        self.origins_max = origins_max
+        self._hosts: dict[str, _Host] = {}
+
+    def probe_url(self, origin: str, rng: random.Random) -> str:
+        """A URL on `origin` (``scheme://host[:port]``) that cannot exist."""
+        return f"{origin.rstrip('/')}{PROBE_PREFIX}{rng.getrandbits(64):016x}"
+
+    def needs_probe(self, origin: str, now: float | None = None) -> bool:
+        """True when `origin` has no conclusive probe yet (or, with `now`,
+        its last one is older than `probe_ttl_s`)."""
+        host = self._hosts.get(origin)
+        if host is None or host.state == _UNKNOWN:
+            return True
+        if host.state == _GAVE_UP:
+            return False
+        return now is not None and now - host.probed_at >= self.probe_ttl_s
+
+    def record_probe(self, origin: str, status: int, fp: int | None, now: float = 0.0) -> None:
+        """The probe of `origin` ended with final `status` (0: no answer);
+        `fp` is the `error_fingerprint` of its body when status is 200."""
+        host = self._hosts.get(origin)
+        if host is None:
+            if len(self._hosts) >= self.origins_max:
+                self._hosts.pop(next(iter(self._hosts)))  # oldest entry: it will be probed again
+            host = self._hosts[origin] = _Host()
+        if status in (404, 410):
+            host.state, host.attempts, host.probed_at = _HONEST, 0, now
+            host.signatures.clear()
+        elif status == 200 and fp is not None:
+            host.state, host.attempts, host.probed_at = _SOFT, 0, now
+            host.signatures.append(fp)
+            del host.signatures[: -self.signatures_max]
+        elif host.state == _UNKNOWN:
+            host.attempts += 1
+            if host.attempts >= self.attempts_max:
+                host.state, host.probed_at = _GAVE_UP, now
+
+    def is_soft(self, origin: str) -> bool:
+        """`origin` answered a probe with 200."""
+        host = self._hosts.get(origin)
+        return host is not None and host.state == _SOFT
+
+    def is_soft404(self, origin: str, fp: int) -> bool:
+        """A 200 page of `origin` with this `error_fingerprint` is its error page."""
+        host = self._hosts.get(origin)
+        if host is None or host.state != _SOFT:
+            return False
+        return any(hamming(fp, sig) <= self.distance_max for sig in host.signatures)
+
+    # -- persistence
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "hosts": {
+                origin: [h.state, h.attempts, h.probed_at, [f"{s:016x}" for s in h.signatures]]
+                for origin, h in self._hosts.items()
+            },
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any], **settings: Any) -> Soft404Book:
+        if data.get("version") != 1:
+            raise ValueError("unknown Soft404Book snapshot version")
+        book = cls(**settings)
+        for origin, (state, attempts, probed_at, sigs) in data["hosts"].items():
+            if state not in (_HONEST, _SOFT, _UNKNOWN, _GAVE_UP):
+                raise ValueError(f"bad soft-404 state {state!r}")
+            book._hosts[origin] = _Host(state, int(attempts), float(probed_at), [int(s, 16) for s in sigs])
+        return book

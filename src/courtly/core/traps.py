@@ -1,0 +1,732 @@
+"""Crawler traps and per-host budgets: keep an endless URL space from eating
+the fetch budget, without silently losing real pages.
+
+API (pure; `now` is an argument, randomness the injected `rng`)
+---------------------------------------------------------------
+``guard = TrapGuard(TrapConfig(...), rng)``
+
+* ``check_new_url(key, url, depth, now) -> Verdict``: once per URL the seen
+  store says is new (normalised), before it enters the frontier. Allowed
+  URLs are counted (budget, templates, rate). ``verdict.band`` is 7 while
+  the host is a suspect (None: keep yours); a denial has a `Reason` and the
+  rule's name, and ``verdict.decision(url, now)`` is the Decision to record.
+* ``check_queued(key, url, now) -> Verdict``: just before fetching a queued
+  URL: denied if a suspicion opened since covers it (nothing is counted).
+* ``note_discovered(key, url, now)``: count a new URL that entered without a
+  check (seed, sitemap, operator); never refused.
+* ``note_fetch(key, url, near_dup, now)``: a page of `key` was fetched;
+  `near_dup`: its SimHash matched an earlier page of the same host
+  (``NearDupIndex.find(fp, scope=host)`` non-empty before adding it).
+* ``suspects() -> list[Suspect]``: the review queue, oldest first.
+* ``resolve_suspect(key, "trap" | "legit", now, rule=None)``: "legit" closes
+  it and mutes the rule for that scope on that host (the runtime may re-admit
+  what was denied: those Decisions name the rule); "trap" denies the scope
+  for good ("" = the whole host).
+* ``allow(AllowEntry)``, ``budget_of(key, now)``, ``band_of(key)``;
+  ``snapshot()`` / ``TrapGuard.restore(data, config, rng)``: JSON state.
+
+URL rules, in the order `check_new_url` applies them
+----------------------------------------------------
+1. ``confirmed`` (TRAP): in the scope of a suspicion resolved as "trap".
+2. ``length`` (LENGTH): longer than `url_length_max` (2048).
+3. ``segments`` (TRAP): more than `path_segments_max` (16) path segments,
+   the ever-deeper /deep/1/2/3/... Opens a Suspect on ``prefix:/deep/``.
+4. ``repeated_segments`` (TRAP): a segment or a pair of segments repeated
+   `segment_repeats_max` (3) times in a row (/x/x/x/, /a/b/a/b/a/b/). Opens a
+   Suspect on the path before the repetition (``prefix:/repeat/``): the
+   cube-free a/b/b/a/b/... paths of the same tree wait there too.
+5. ``session_id`` (TRAP): a session id (sid, jsessionid, phpsessid, any name
+   with "sess", s=<32 hex>, ;jsessionid=, ASP.NET (S(...))) *and* the same
+   URL without it was already admitted here: the first copy of each page is
+   kept, the endless copies are not. Normalisation strips the known names;
+   this catches the rest. Opens a Suspect on ``rule:session_id`` (fences
+   nothing more).
+6. ``depth`` (DEPTH): more than `depth_max` (16) hops from a seed. A plain
+   limit, not trap evidence (a long next/prev chain reaches it too).
+7. ``suspect`` (TRAP): in the scope of an open suspicion -- except a random
+   `suspect_sample_share` (1 %) let through at band 7, so evidence and
+   samples for the reviewer keep coming.
+8. ``budget`` (BUDGET): `daily_new_urls_max` (50,000) new URLs admitted
+   today (day = floor(now / 86400)); an `AllowEntry` (key, budget, owner,
+   expires_at) replaces the number until it expires.
+
+Host rules (evidence accumulates; firing opens a Suspect: band 7 for the
+host, rule 7 for the scope)
+-----------------------------------------------------------------------
+* ``calendar`` (template): `calendar_urls_min` (3) URLs of one template
+  have a date outside [`year_min`, this year + `future_years_max`]
+  (/calendar/2027/05/, ?date=1712-01-01). Real archives have past dates.
+* ``query_combinations`` (path): one path has more than `query_shapes_max`
+  (64) query shapes (multisets of parameter names): filters combining
+  without end.
+* ``template`` (template): more than `template_urls_max` (1,000) URLs *and*
+  corroboration: >= half of its fetched pages (>= 20) near-duplicates, or
+  out-of-range dates, or the host's rate rule firing. Thousands of real
+  pages under /article/<n> are distinct, so they never fire it.
+* ``near_dup`` (host): more than `near_dup_ratio_max` (80 %) of the last
+  `near_dup_window` (100) fetches were near-duplicates.
+* ``rate`` (host): over the last `rate_window` (50) fetches, >= `rate_floor`
+  (20) new URLs per fetch and >= `rate_factor` (10) x the host's earlier
+  average. Per fetch, not per second: independent of crawl speed and clock.
+
+Templates: a path segment that is a number, a date, a hex id (>= 12 hex
+digits, one a digit) or a UUID becomes a placeholder, digit runs inside
+other segments too (``story-12.html`` -> ``story-{n}.html``); a query
+becomes its sorted parameter names (``?color=*&size=*``).
+
+Bounds: per host `templates_max` templates (then one overflow template) and
+`session_keys_max` pages with session ids; `hosts_max` hosts (least recently
+used first, hosts with suspicions kept). Cost: ~15-20 us per new URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from courtly.core.types import Decision, Reason
+
+__all__ = [
+    "AllowEntry",
+    "TrapConfig",
+    "Verdict",
+    "Suspect",
+    "TrapGuard",
+    "url_template",
+    "RULES",
+]
+
+RULES = (
+    "confirmed", "length", "segments", "repeated_segments", "session_id", "depth",
+    "suspect", "budget", "calendar", "query_combinations", "template", "near_dup", "rate",
+)
+SUSPECT_BAND = 7
+_DAY_S = 86_400
+_OVERFLOW = "{overflow}"
+_HOST_SCOPE = ""
+_SESSION_SCOPE = "rule:session_id"  # only the duplicate copies are denied, nothing more
+
+
+@dataclass(frozen=True, slots=True)
+class AllowEntry:
+    """A negotiated budget exception: `key` may admit `budget` new URLs a
+    day until `expires_at`; `owner` is who asked (kept for the audit)."""
+
+    key: str
+    budget: int
+    owner: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TrapConfig:
+    """Thresholds of `TrapGuard` (see the module docstring for each rule)."""
+
+    daily_new_urls_max: int = 50_000
+    allowlist: tuple[AllowEntry, ...] = ()
+    depth_max: int = 16
+    url_length_max: int = 2048
+    path_segments_max: int = 16
+    segment_repeats_max: int = 3
+    calendar_urls_min: int = 3
+    year_min: int = 1900
+    future_years_max: int = 1
+    query_shapes_max: int = 64
+    template_urls_max: int = 1_000
+    template_fetches_min: int = 20
+    template_near_dup_ratio: float = 0.5
+    near_dup_ratio_max: float = 0.8
+    near_dup_window: int = 100
+    rate_window: int = 50
+    rate_warmup_fetches: int = 100
+    rate_floor: float = 20.0
+    rate_factor: float = 10.0
+    suspect_band: int = SUSPECT_BAND
+    suspect_sample_share: float = 0.01
+    templates_max: int = 4_096
+    session_keys_max: int = 100_000
+    hosts_max: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        positive = ("daily_new_urls_max", "depth_max", "url_length_max", "path_segments_max",
+                    "calendar_urls_min", "query_shapes_max", "template_urls_max",
+                    "template_fetches_min", "near_dup_window", "rate_window", "templates_max",
+                    "session_keys_max", "hosts_max")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive")
+        if self.segment_repeats_max < 2:
+            raise ValueError("segment_repeats_max must be at least 2")
+        if not 0.0 < self.near_dup_ratio_max <= 1.0 or not 0.0 < self.template_near_dup_ratio <= 1.0:
+            raise ValueError("near-duplicate ratios must be in (0, 1]")
+        if not 0.0 <= self.suspect_sample_share <= 1.0:
+            raise ValueError("suspect_sample_share must be in [0, 1]")
+        if not 0 <= self.suspect_band <= 7:
+            raise ValueError("suspect_band must be 0..7")
+        for entry in self.allowlist:
+            if entry.budget < 0:
+                raise ValueError(f"allowlist budget must be >= 0: {entry}")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Outcome of `check_new_url`: allowed (band None: keep yours; 7: the
+    host is a suspect) or denied with a `Reason` and the rule's name."""
+
+    allowed: bool
+    band: int | None = None
+    reason: Reason | None = None
+    rule: str = ""
+    detail: str = ""
+
+    def decision(self, url: str, now: float) -> Decision | None:
+        """The `Decision` to record for a denied URL (None if allowed)."""
+        if self.allowed or self.reason is None:
+            return None
+        return Decision(url, self.reason, f"{self.rule}: {self.detail}" if self.detail else self.rule, now)
+
+
+ALLOW = Verdict(True)
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """An open suspicion: `key` looks like a trap by `rule`, since `since`.
+    Scope: "" the whole host, ``template:<t>``, ``path:<t>``, or
+    ``rule:<name>`` for a URL rule that fired on this host."""
+
+    key: str
+    rule: str
+    evidence: str
+    since: float
+    scope: str = _HOST_SCOPE
+
+
+@dataclass(slots=True)
+class _Template:
+    urls: int = 0
+    bad_dates: int = 0
+    fetched: int = 0
+    near_dups: int = 0
+    sample: str = ""
+
+
+@dataclass(slots=True)
+class _Host:
+    day: int = -1
+    day_new: int = 0
+    templates: dict[str, _Template] = field(default_factory=dict)
+    shapes: dict[str, set[str]] = field(default_factory=dict)
+    session_keys: set[int] = field(default_factory=set)
+    dup_window: deque[bool] = field(default_factory=deque)
+    dup_count: int = 0
+    fetches: int = 0
+    new_total: int = 0
+    new_since_fetch: int = 0
+    rate_ring: deque[int] = field(default_factory=deque)
+    rate_sum: int = 0
+    rate_high: bool = False
+    open: dict[tuple[str, str], Suspect] = field(default_factory=dict)
+    # (rule, scope) -> when a human resolved it; dicts keep a stable order
+    muted: dict[tuple[str, str], float] = field(default_factory=dict)
+    confirmed: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def kept(self) -> bool:
+        return bool(self.open or self.muted or self.confirmed)
+
+
+class TrapGuard:
+    """Per-host trap rules and budgets (see module docstring)."""
+
+    def __init__(self, config: TrapConfig | None = None, rng: random.Random | None = None) -> None:
+        self.config = config or TrapConfig()
+        self.rng = rng or random.Random(0)  # picks the sample of suspect URLs let through
+        self._hosts: dict[str, _Host] = {}
+        self._allow: list[AllowEntry] = list(self.config.allowlist)
+
+    # ---------------------------------------------------------------- API
+
+    def check_new_url(self, key: str, url: str, depth: int, now: float) -> Verdict:
+        cfg = self.config
+        host = self._host(key, now)
+        path, query = _path_query(url)
+        shape = url_template(path)
+        template = self._template_key(host, shape + _query_template(query))
+        path_t = "path:" + shape
+        fenced = self._fenced(host, template, path_t, path, now)
+        if fenced is not None:
+            return fenced
+        if len(url) > cfg.url_length_max:
+            return self._deny(Reason.LENGTH, "length", f"{len(url)} > {cfg.url_length_max} characters")
+        denied = self._structural(key, host, url, path, query, now)
+        if denied is not None:
+            return denied
+        if depth > cfg.depth_max:
+            return self._deny(Reason.DEPTH, "depth", f"{depth} > {cfg.depth_max} hops")
+        if self._count_template(key, host, url, template, path_t, path, query, now):
+            fenced = self._fenced(host, template, path_t, path, now)  # a rule just fired
+            if fenced is not None:
+                return fenced
+        budget = self.budget_of(key, now)
+        if host.day_new >= budget:
+            return self._deny(Reason.BUDGET, "budget", f"{budget} new URLs today")
+        self._admit(host, path, query)
+        return Verdict(True, cfg.suspect_band) if host.open else ALLOW
+
+    def check_queued(self, key: str, url: str, now: float) -> Verdict:
+        """Re-check a URL admitted earlier, just before it is fetched: denied
+        if a suspicion opened since covers it (rules 1 and 7 only; nothing
+        is counted). Keeps a trap found late from draining its queue."""
+        host = self._hosts.get(key)
+        if host is None or not (host.open or host.confirmed):
+            return ALLOW
+        path, query = _path_query(url)
+        template = url_template(path, query)
+        if template not in host.templates:
+            template = _OVERFLOW if len(host.templates) >= self.config.templates_max else template
+        fenced = self._fenced(host, template, "path:" + url_template(path, ""), path, now)
+        if fenced is not None:
+            return fenced
+        return Verdict(True, self.config.suspect_band) if host.open else ALLOW
+
+    def note_discovered(self, key: str, url: str, now: float) -> None:
+        host = self._host(key, now)
+        path, query = _path_query(url)
+        shape = url_template(path)
+        template = self._template_key(host, shape + _query_template(query))
+        self._count_template(key, host, url, template, "path:" + shape, path, query, now)
+        self._admit(host, path, query)
+
+    def note_fetch(self, key: str, url: str, near_dup: bool, now: float) -> None:
+        cfg = self.config
+        host = self._host(key, now)
+        host.fetches += 1
+        path, query = _path_query(url)
+        template = self._template_key(host, url_template(path, query))
+        stats = host.templates.setdefault(template, _Template(sample=url))
+        stats.fetched += 1
+        stats.near_dups += near_dup
+        host.dup_window.append(near_dup)
+        host.dup_count += near_dup
+        if len(host.dup_window) > cfg.near_dup_window:
+            host.dup_count -= host.dup_window.popleft()
+        host.rate_ring.append(host.new_since_fetch)
+        host.rate_sum += host.new_since_fetch
+        host.new_since_fetch = 0
+        if len(host.rate_ring) > cfg.rate_window:
+            host.rate_sum -= host.rate_ring.popleft()
+        self._check_near_dup(key, host, now)
+        self._check_rate(key, host, now)
+        self._check_template(key, host, template, stats, now)
+
+    def suspects(self) -> list[Suspect]:
+        """Open suspicions, oldest first (the review queue)."""
+        out = [s for host in self._hosts.values() for s in host.open.values()]
+        return sorted(out, key=lambda s: (s.since, s.key, s.rule, s.scope))
+
+    def resolve_suspect(
+        self, key: str, verdict: Literal["trap", "legit"], now: float, rule: str | None = None
+    ) -> int:
+        """Close `key`'s open suspicions (only `rule`'s when given); returns
+        how many. "legit" mutes the rule for that scope; "trap" keeps denying
+        the scope for good."""
+        if verdict not in ("trap", "legit"):
+            raise ValueError("verdict must be 'trap' or 'legit'")
+        host = self._hosts.get(key)
+        if host is None:
+            return 0
+        closing = [k for k in host.open if rule is None or k[0] == rule]
+        for k in closing:
+            del host.open[k]
+            (host.confirmed if verdict == "trap" else host.muted)[k] = now
+        return len(closing)
+
+    def allow(self, entry: AllowEntry) -> None:
+        """Add a budget exception (kept in the snapshot)."""
+        if entry.budget < 0:
+            raise ValueError("budget must be >= 0")
+        self._allow.append(entry)
+
+    def budget_of(self, key: str, now: float) -> int:
+        """New URLs `key` may admit per day at `now` (allowlist applied)."""
+        valid = [e for e in self._allow if e.key == key and e.expires_at > now]
+        if not valid:
+            return self.config.daily_new_urls_max
+        return max(valid, key=lambda e: e.expires_at).budget
+
+    def band_of(self, key: str) -> int | None:
+        """7 while `key` has an open suspicion, else None."""
+        host = self._hosts.get(key)
+        return self.config.suspect_band if host is not None and host.open else None
+
+    # ---------------------------------------------------------------- URL rules
+
+    def _fenced(self, host: _Host, template: str, path_t: str, path: str, now: float) -> Verdict | None:
+        """Rules 1 and 7: the URL is in the scope of a confirmed trap, or of
+        an open suspicion (bar the random sample let through)."""
+        for rule, scope in host.confirmed:
+            if _in_scope(scope, template, path_t, path):
+                return self._deny(Reason.TRAP, "confirmed", f"{rule} confirmed as a trap ({scope or 'host'})")
+        for (rule, scope), suspect in host.open.items():
+            if scope and _in_scope(scope, template, path_t, path):
+                if self.rng.random() >= self.config.suspect_sample_share:
+                    return self._deny(Reason.TRAP, "suspect", f"{rule} ({scope}) under review since {suspect.since:.0f}")
+        return None
+
+    def _structural(
+        self, key: str, host: _Host, url: str, path: str, query: str, now: float
+    ) -> Verdict | None:
+        cfg = self.config
+        segments = [s for s in path.split("/") if s]
+        if len(segments) > cfg.path_segments_max:
+            scope = f"prefix:/{segments[0]}/"
+            if not self._muted(host, "segments", scope):
+                detail = f"{len(segments)} > {cfg.path_segments_max} path segments"
+                return self._trap(key, host, "segments", scope, url, detail, now)
+        found = _repeated_run(segments, cfg.segment_repeats_max)
+        if found is not None:
+            unit, start = found
+            scope = "prefix:/" + "".join(s + "/" for s in segments[: max(start, 1)])
+            if not self._muted(host, "repeated_segments", scope):
+                detail = f"'{unit}' repeated {cfg.segment_repeats_max} times"
+                return self._trap(key, host, "repeated_segments", scope, url, detail, now)
+        stripped = _without_session(path, query)
+        if stripped is not None and not self._muted(host, "session_id", _SESSION_SCOPE):
+            if _key64(stripped) in host.session_keys:
+                detail = f"same page as {stripped} with another session id"
+                return self._trap(key, host, "session_id", _SESSION_SCOPE, url, detail, now)
+        return None
+
+    def _trap(self, key: str, host: _Host, rule: str, scope: str, url: str, detail: str, now: float) -> Verdict:
+        self._open(key, host, rule, scope, f"{detail}; e.g. {url}", now)
+        return self._deny(Reason.TRAP, rule, detail)
+
+    @staticmethod
+    def _deny(reason: Reason, rule: str, detail: str) -> Verdict:
+        return Verdict(False, None, reason, rule, detail)
+
+    @staticmethod
+    def _muted(host: _Host, rule: str, scope: str) -> bool:
+        return (rule, scope) in host.muted
+
+    # ---------------------------------------------------------------- counting
+
+    def _admit(self, host: _Host, path: str, query: str) -> None:
+        host.day_new += 1
+        host.new_total += 1
+        host.new_since_fetch += 1
+        stripped = _without_session(path, query)
+        if stripped is not None and len(host.session_keys) < self.config.session_keys_max:
+            host.session_keys.add(_key64(stripped))
+
+    def _count_template(
+        self, key: str, host: _Host, url: str, template: str, path_t: str, path: str, query: str, now: float
+    ) -> bool:
+        """Count a discovered URL; True when a host rule fired on it."""
+        cfg = self.config
+        stats = host.templates.get(template)
+        if stats is None:
+            stats = host.templates[template] = _Template(sample=url)
+        stats.urls += 1
+        fired = False
+        year_max = _year_of(now) + cfg.future_years_max
+        if _dates_out_of_range(path, query, cfg.year_min, year_max):
+            stats.bad_dates += 1
+            if stats.bad_dates >= cfg.calendar_urls_min:
+                fired |= self._open(key, host, "calendar", "template:" + template,
+                                    f"{stats.bad_dates} URLs of {template} with dates outside "
+                                    f"{cfg.year_min}..{year_max}; e.g. {url}", now)
+        if query:
+            shapes = host.shapes.setdefault(path_t, set())
+            if len(shapes) <= cfg.query_shapes_max:
+                shapes.add(_query_shape(query))
+                if len(shapes) > cfg.query_shapes_max:
+                    fired |= self._open(key, host, "query_combinations", path_t,
+                                        f"more than {cfg.query_shapes_max} parameter combinations on "
+                                        f"{path_t[5:]}; e.g. {url}", now)
+        return self._check_template(key, host, template, stats, now) or fired
+
+    def _template_key(self, host: _Host, template: str) -> str:
+        if template in host.templates or len(host.templates) < self.config.templates_max:
+            return template
+        return _OVERFLOW
+
+    # ---------------------------------------------------------------- host rules
+
+    def _check_template(self, key: str, host: _Host, template: str, stats: _Template, now: float) -> bool:
+        cfg = self.config
+        if stats.urls <= cfg.template_urls_max:
+            return False
+        near = stats.fetched >= cfg.template_fetches_min and (
+            stats.near_dups >= cfg.template_near_dup_ratio * stats.fetched
+        )
+        if not (near or stats.bad_dates or host.rate_high):
+            return False
+        why = ("near-duplicate pages" if near else "out-of-range dates" if stats.bad_dates
+               else "a new-URL rate far above the host's baseline")
+        return self._open(key, host, "template", "template:" + template,
+                          f"{stats.urls} URLs of {template} ({stats.near_dups}/{stats.fetched} fetched pages "
+                          f"near-duplicate) with {why}; e.g. {stats.sample}", now)
+
+    def _check_near_dup(self, key: str, host: _Host, now: float) -> None:
+        cfg = self.config
+        if len(host.dup_window) >= cfg.near_dup_window and host.dup_count > cfg.near_dup_ratio_max * len(host.dup_window):
+            self._open(key, host, "near_dup", _HOST_SCOPE,
+                       f"{host.dup_count} of the last {len(host.dup_window)} fetches were near-duplicates", now)
+
+    def _check_rate(self, key: str, host: _Host, now: float) -> None:
+        cfg = self.config
+        ring = len(host.rate_ring)
+        earlier = host.fetches - ring
+        host.rate_high = False
+        if host.fetches < cfg.rate_warmup_fetches or ring < cfg.rate_window or earlier <= 0:
+            return
+        recent = host.rate_sum / ring
+        baseline = (host.new_total - host.new_since_fetch - host.rate_sum) / earlier
+        if recent >= cfg.rate_floor and recent >= cfg.rate_factor * max(baseline, 1.0):
+            host.rate_high = True
+            self._open(key, host, "rate", _HOST_SCOPE,
+                       f"{recent:.1f} new URLs per fetch over the last {ring} fetches, "
+                       f"baseline {baseline:.1f}", now)
+
+    def _open(self, key: str, host: _Host, rule: str, scope: str, evidence: str, now: float) -> bool:
+        """Open a suspicion unless it is open, muted or confirmed already."""
+        k = (rule, scope)
+        if k in host.open or k in host.muted or k in host.confirmed:
+            return False
+        host.open[k] = Suspect(key, rule, evidence, now, scope)
+        return True
+
+    # ---------------------------------------------------------------- hosts
+
+    def _host(self, key: str, now: float) -> _Host:
+        host = self._hosts.pop(key, None)
+        if host is None:
+            host = _Host()
+            if len(self._hosts) >= self.config.hosts_max:
+                self._evict()
+        self._hosts[key] = host  # most recently used last
+        day = int(now // _DAY_S)
+        if day != host.day:
+            host.day, host.day_new = day, 0
+        return host
+
+    def _evict(self) -> None:
+        for key, host in self._hosts.items():
+            if not host.kept():
+                del self._hosts[key]
+                return
+        del self._hosts[next(iter(self._hosts))]
+
+    # ---------------------------------------------------------------- persistence
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "allow": [[e.key, e.budget, e.owner, e.expires_at] for e in self._allow
+                      if e not in self.config.allowlist],
+            "hosts": {key: _host_json(h) for key, h in self._hosts.items()},
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any], config: TrapConfig | None = None,
+                rng: random.Random | None = None) -> TrapGuard:
+        if data.get("version") != 1:
+            raise ValueError("unknown TrapGuard snapshot version")
+        guard = cls(config, rng)
+        for key, budget, owner, expires_at in data["allow"]:
+            guard._allow.append(AllowEntry(str(key), int(budget), str(owner), float(expires_at)))
+        for key, h in data["hosts"].items():
+            guard._hosts[key] = _host_from_json(key, h, guard.config)
+        return guard
+
+
+# -------------------------------------------------------------------- URL analysis
+
+_UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.I)
+_HEX_ID = re.compile(r"(?=[^/]*\d)[0-9a-f]{12,}", re.I)
+_ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})(?:-(\d{1,2}))?")
+_COMPACT_DATE = re.compile(r"(?<!\d)(\d{4})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
+_DIGITS = re.compile(r"\d+")
+_ANY_DIGIT = re.compile(r"\d")
+_FOUR_DIGITS = re.compile(r"\d{4}")
+_YEAR_PARAM = re.compile(r"(?:^|&)[^=&]*(?:year|yr|date|day|month)[^=&]*=(\d{4})(?!\d)", re.I)
+_SESSION_NAME = re.compile(r"sess|^sid$|sessid|^cfid$|^cftoken$|^oscsid$|^zenid$|^xtcsid$", re.I)
+_HEX32 = re.compile(r"[0-9a-f]{32,}", re.I)
+_PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sid|sessionid)=[^/?;]*", re.I)
+_ASPNET_SESSION = re.compile(r"/\([A-Z]\([^)/]{8,}\)\)", re.I)
+
+
+def url_template(path: str, query: str = "") -> str:
+    """The path's shape with ids replaced by placeholders, plus the sorted
+    query parameter names: ``/news/2024/05/story-12.html?page=3`` ->
+    ``/news/{n}/{n}/story-{n}.html?page=*``."""
+    return "/".join(map(_segment_template, path.split("/"))) + _query_template(query)
+
+
+def _query_template(query: str) -> str:
+    if not query:
+        return ""
+    names = sorted({p.partition("=")[0] for p in query.split("&") if p})
+    return "?" + "&".join(f"{n}=*" for n in names)
+
+
+def _segment_template(segment: str) -> str:
+    if _ANY_DIGIT.search(segment) is None:
+        return segment if len(segment) <= 64 else "{long}"  # words stay (no id without a digit)
+    if segment.isdigit():
+        return "{n}"
+    if _UUID.fullmatch(segment):
+        return "{uuid}"
+    if _HEX_ID.fullmatch(segment):
+        return "{hex}"
+    if _ISO_DATE.fullmatch(segment) or _COMPACT_DATE.fullmatch(segment):
+        return "{date}"
+    if len(segment) > 64:
+        return "{long}"
+    return _DIGITS.sub("{n}", segment)
+
+
+def _query_shape(query: str) -> str:
+    return "&".join(sorted(p.partition("=")[0] for p in query.split("&") if p))
+
+
+def _path_query(url: str) -> tuple[str, str]:
+    """Path and query of an absolute URL (fragment dropped); no validation."""
+    rest = url.split("#", 1)[0]
+    scheme_end = rest.find("://")
+    if scheme_end >= 0:
+        slash = rest.find("/", scheme_end + 3)
+        question = rest.find("?", scheme_end + 3)
+        if slash < 0 or (0 <= question < slash):
+            rest = "/" + (rest[question:] if question >= 0 else "")
+        else:
+            rest = rest[slash:]
+    path, _, query = rest.partition("?")
+    return path or "/", query
+
+
+def _repeated_run(segments: list[str], times: int) -> tuple[str, int] | None:
+    """The first segment or pair of segments repeated `times` times in a row
+    (a/a/a, a/b/a/b/a/b) and the index where the run starts; None if none."""
+    n = len(segments)
+    for width in (1, 2):
+        for i in range(n - width * times + 1):
+            unit = segments[i : i + width]
+            if width == 2 and unit[0] == unit[1]:
+                continue
+            if all(segments[i + r * width : i + (r + 1) * width] == unit for r in range(1, times)):
+                return "/".join(unit), i
+    return None
+
+
+def _in_scope(scope: str, template: str, path_t: str, path: str) -> bool:
+    """Does a suspicion's scope cover a URL (its template, path template, path)?"""
+    if not scope:
+        return True  # the whole host
+    kind, _, value = scope.partition(":")
+    if kind == "template":
+        return value == template
+    if kind == "path":
+        return scope == path_t
+    if kind == "prefix":
+        return path.startswith(value)
+    return False  # rule:<name>: the rule's own URLs only
+
+
+def _years(path: str, query: str) -> list[int]:
+    """Years of the dates in a path and query: /YYYY/MM/ segments,
+    YYYY-MM(-DD), YYYYMMDD, and year=/date= style parameters."""
+    years = []
+    segments = path.split("/")
+    for a, b in zip(segments, segments[1:]):
+        if len(a) == 4 and a.isdigit() and b.isdigit() and len(b) <= 2 and 1 <= int(b) <= 12:
+            years.append(int(a))
+    for text in (path, query):
+        for m in _ISO_DATE.finditer(text):
+            if 1 <= int(m.group(2)) <= 12:
+                years.append(int(m.group(1)))
+        years.extend(int(m.group(1)) for m in _COMPACT_DATE.finditer(text))
+    years.extend(int(m.group(1)) for m in _YEAR_PARAM.finditer(query))
+    return years
+
+
+def _dates_out_of_range(path: str, query: str, year_min: int, year_max: int) -> bool:
+    if _FOUR_DIGITS.search(path) is None and _FOUR_DIGITS.search(query) is None:
+        return False
+    return any(y < year_min or y > year_max for y in _years(path, query))
+
+
+def _without_session(path: str, query: str) -> str | None:
+    """path?query without its session ids, or None when it carries none."""
+    found = False
+    if ";" in path:
+        stripped = _PATH_SESSION.sub("", path)
+        found, path = found or stripped != path, stripped
+    if "(" in path:
+        stripped = _ASPNET_SESSION.sub("", path)
+        found, path = found or stripped != path, stripped
+    kept = []
+    for pair in query.split("&") if query else ():
+        name, _, value = pair.partition("=")
+        if _SESSION_NAME.search(name) or (name.lower() == "s" and _HEX32.fullmatch(value)):
+            found = True
+        else:
+            kept.append(pair)
+    if not found:
+        return None
+    return path + ("?" + "&".join(kept) if kept else "")
+
+
+def _key64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+@functools.lru_cache(maxsize=4)
+def _year_of_day(day: int) -> int:
+    return datetime.fromtimestamp(day * _DAY_S, UTC).year
+
+
+def _year_of(now: float) -> int:
+    return _year_of_day(int(now // _DAY_S))
+
+
+# -------------------------------------------------------------------- JSON
+
+
+def _host_json(h: _Host) -> dict[str, Any]:
+    return {
+        "day": h.day, "day_new": h.day_new,
+        "templates": {t: [s.urls, s.bad_dates, s.fetched, s.near_dups, s.sample] for t, s in h.templates.items()},
+        "shapes": {p: sorted(s) for p, s in h.shapes.items()},
+        "session_keys": sorted(f"{k:016x}" for k in h.session_keys),
+        "dup_window": [int(b) for b in h.dup_window],
+        "fetches": h.fetches, "new_total": h.new_total, "new_since_fetch": h.new_since_fetch,
+        "rate_ring": list(h.rate_ring), "rate_high": h.rate_high,
+        "open": [[s.rule, s.scope, s.evidence, s.since] for s in h.open.values()],
+        "muted": [[r, s, at] for (r, s), at in h.muted.items()],
+        "confirmed": [[r, s, at] for (r, s), at in h.confirmed.items()],
+    }
+
+
+def _host_from_json(key: str, d: dict[str, Any], cfg: TrapConfig) -> _Host:
+    h = _Host(day=int(d["day"]), day_new=int(d["day_new"]))
+    h.templates = {t: _Template(int(a), int(b), int(c), int(e), str(s)) for t, (a, b, c, e, s) in d["templates"].items()}
+    h.shapes = {p: set(s) for p, s in d["shapes"].items()}
+    h.session_keys = {int(k, 16) for k in d["session_keys"]}
+    h.dup_window = deque(bool(b) for b in d["dup_window"][-cfg.near_dup_window:])
+    h.dup_count = sum(h.dup_window)
+    h.fetches, h.new_total, h.new_since_fetch = int(d["fetches"]), int(d["new_total"]), int(d["new_since_fetch"])
+    h.rate_ring = deque(int(x) for x in d["rate_ring"][-cfg.rate_window:])
+    h.rate_sum = sum(h.rate_ring)
+    h.rate_high = bool(d["rate_high"])
+    h.open = {(r, s): Suspect(key, r, ev, float(since), s) for r, s, ev, since in d["open"]}
+    h.muted = {(r, s): float(at) for r, s, at in d["muted"]}
+    h.confirmed = {(r, s): float(at) for r, s, at in d["confirmed"]}
+    return h
