@@ -25,10 +25,6 @@ from courtly import __version__
 __all__ = ["main"]
 
 
-class UsageError(Exception):
-    pass
-
-
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="courtly", description="A polite, host-partitioned web crawler.")
     p.add_argument("--version", action="version", version=f"courtly {__version__}")
@@ -118,7 +114,7 @@ def _setup_logging() -> None:
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from courtly.config import ConfigError
-    from courtly.runtime.wiring import CrawlFolderError
+    from courtly.runtime.wiring import CrawlFolderError, UsageError
     from courtly.shell.store.sqlite import StoreError
 
     return (UsageError, ConfigError, CrawlFolderError, StoreError)
@@ -127,6 +123,7 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 def read_seeds(urls: list[str], seeds_file: str | None) -> list[str]:
     """Validate seeds up front: a bad seed is a usage error naming it."""
     from courtly.core.urls import UrlError, normalize_url
+    from courtly.runtime.wiring import UsageError
 
     seeds: list[tuple[str, str]] = [(u, f"argument {u!r}") for u in urls]
     if seeds_file:
@@ -187,19 +184,21 @@ def config_from_args(args: argparse.Namespace):
 
 def _cmd_crawl(args: argparse.Namespace) -> int:
     from courtly.runtime.progress import Progress
-    from courtly.runtime.wiring import crawl_folder, resolve_overrides, run_crawl
+    from courtly.runtime.wiring import crawl_folder, crawl_with_progress, resolve_overrides, run_async
 
     cfg = config_from_args(args)
     resolve_overrides(cfg)  # validate before anything starts
     seeds = read_seeds(args.urls, args.seeds_file)
     out = Path(args.out)
     if not seeds and not (out / "crawl.db").exists():
+        from courtly.runtime.wiring import UsageError
+
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     with crawl_folder(out):
         for w in cfg.warnings():
             print(f"courtly: WARNING: {w}", file=sys.stderr)
         progress = Progress(enabled=not args.quiet)
-        stats = run_async(_run_with_progress(cfg, out, seeds, progress))
+        stats = run_async(crawl_with_progress(cfg, out, seeds, progress))
     elapsed = max(1e-9, time.time() - stats.started_at)
     print(
         f"courtly: {stats.fetched} pages fetched in {elapsed:.1f} s "
@@ -208,24 +207,6 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-async def _run_with_progress(cfg, out, seeds, progress):
-    from courtly.runtime.wiring import run_crawl
-
-    try:
-        return await run_crawl(cfg, out, seeds, on_start=progress.attach)
-    finally:
-        progress.close()
-
-
-def run_async(coro):
-    """Run on uvloop when it is installed (the crawler is CPU-bound), else asyncio."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

@@ -7,9 +7,10 @@ simulated fakes (`Sim*`, `VirtualClock`) in deterministic tests.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
-__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store"]
+__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store", "Batch"]
 
 
 @runtime_checkable
@@ -46,6 +47,26 @@ class WarcSink(Protocol):
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Batch:
+    """Changes gathered between two commits."""
+
+    new_urls: list[tuple] = field(default_factory=list)     # (url, key, band, depth, redirects, via, at)
+    requeued: list[tuple] = field(default_factory=list)     # (attempts, url)
+    fetched: list[tuple] = field(default_factory=list)      # (at, status, url)
+    decisions: list[tuple] = field(default_factory=list)    # (url, key, via, at, state, reason, detail, depth)
+    fetches: list[tuple] = field(default_factory=list)      # (url, kind, at, status, bytes, elapsed, ip, warc, error)
+    hosts: dict[str, dict] = field(default_factory=dict)
+    robots: dict[str, dict] = field(default_factory=dict)
+    dead_letters: list[tuple] = field(default_factory=list)
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return (len(self.new_urls) + len(self.requeued) + len(self.fetched) + len(self.decisions)
+                + len(self.fetches) + len(self.hosts) + len(self.robots) + len(self.dead_letters)
+                + len(self.meta))
 
 
 class Store(Protocol):

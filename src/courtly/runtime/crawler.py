@@ -43,7 +43,7 @@ from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.admission import Admission
-from courtly.shell.store.sqlite import Batch
+from courtly.ports import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
 

@@ -72,15 +72,13 @@ def run_demo(args) -> int:
     from courtly.config import Config
     from courtly.runtime.progress import Progress
     from courtly.runtime.wiring import crawl_folder
-    from courtly.cli import _run_with_progress
+    from courtly.runtime.wiring import UsageError, crawl_with_progress, run_async
 
     out = Path(args.out)
     sim_dir = out / "simweb"
     print(f"courtly demo: starting the simulated web ({args.hosts} hosts, seed {args.seed}) on loopback",
           file=sys.stderr)
     if args.hosts < 1:
-        from courtly.cli import UsageError
-
         raise UsageError("--hosts must be at least 1")
     with simweb_process(sim_dir, ["--profile", "demo", "--seed", str(args.seed), "--hosts", str(args.hosts),
                                  "--ips", str(min(args.hosts, 8))]) as web:
@@ -97,9 +95,7 @@ def run_demo(args) -> int:
         print(f"courtly demo: crawling {len(web.seeds)} seeds into {out}/ (Ctrl-C stops; run again to resume)",
               file=sys.stderr)
         with crawl_folder(out / "crawl"):
-            from courtly.cli import run_async
-
-            stats = run_async(_run_with_progress(cfg, out / "crawl", web.seeds,
+            stats = run_async(crawl_with_progress(cfg, out / "crawl", web.seeds,
                                                  Progress(enabled=not args.quiet)))
     elapsed = max(1e-9, time.time() - stats.started_at)
     print(f"courtly demo: fetched {stats.fetched} pages and {stats.robots_fetched} robots.txt in "

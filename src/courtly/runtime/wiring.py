@@ -32,7 +32,12 @@ from courtly.shell.resolver import SafeResolver
 from courtly.shell.store.sqlite import SqliteStore
 from courtly.shell.warc import WarcWriter, repair
 
-__all__ = ["CrawlFolderError", "crawl_folder", "resolve_overrides", "run_crawl"]
+__all__ = ["UsageError", "CrawlFolderError", "crawl_folder", "resolve_overrides", "run_crawl",
+           "crawl_with_progress", "run_async"]
+
+
+class UsageError(Exception):
+    """Bad command-line input (one-line message)."""
 
 
 class CrawlFolderError(Exception):
@@ -142,3 +147,19 @@ async def run_crawl(
         await extractor.close()
         warc.close()
         store.close()
+
+
+async def crawl_with_progress(cfg: Config, out: Path, seeds: list[str], progress) -> CrawlStats:
+    try:
+        return await run_crawl(cfg, out, seeds, on_start=progress.attach)
+    finally:
+        progress.close()
+
+
+def run_async(coro):
+    """Run on uvloop when it is installed (the crawler is CPU-bound), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)

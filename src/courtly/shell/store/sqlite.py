@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 __all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION"]
+
+from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of work)
 
 SCHEMA_VERSION = 1
 
@@ -68,26 +69,6 @@ CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, re
 
 class StoreError(Exception):
     """The crawl folder's database cannot be used (one-line message)."""
-
-
-@dataclass(slots=True)
-class Batch:
-    """Changes gathered between two commits."""
-
-    new_urls: list[tuple] = field(default_factory=list)     # (url, key, band, depth, redirects, via, at)
-    requeued: list[tuple] = field(default_factory=list)     # (attempts, url)
-    fetched: list[tuple] = field(default_factory=list)      # (at, status, url)
-    decisions: list[tuple] = field(default_factory=list)    # (url, key, via, at, state, reason, detail, depth)
-    fetches: list[tuple] = field(default_factory=list)      # (url, kind, at, status, bytes, elapsed, ip, warc, error)
-    hosts: dict[str, dict] = field(default_factory=dict)
-    robots: dict[str, dict] = field(default_factory=dict)
-    dead_letters: list[tuple] = field(default_factory=list)
-    meta: dict[str, str] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return (len(self.new_urls) + len(self.requeued) + len(self.fetched) + len(self.decisions)
-                + len(self.fetches) + len(self.hosts) + len(self.robots) + len(self.dead_letters)
-                + len(self.meta))
 
 
 class SqliteStore:

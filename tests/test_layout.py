@@ -1,0 +1,87 @@
+"""The layout rules of STYLE.md, checked by reading the imports.
+
+core is pure (no clock, sockets, files, threads or global randomness) and
+imports nothing of the project outside core; dependencies point one way:
+cli -> runtime -> (core, ports, config), shell -> (core, ports, config).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import courtly
+
+SRC = Path(courtly.__file__).parent
+FORBIDDEN_IN_CORE = {"time", "asyncio", "socket", "threading", "os", "sqlite3", "aiohttp", "subprocess",
+                     "multiprocessing", "concurrent", "selectors", "signal", "shutil", "pathlib", "io"}
+GLOBAL_RANDOM = {"random", "randint", "choice", "choices", "shuffle", "uniform", "sample", "randrange",
+                 "getrandbits", "seed"}
+# package -> project packages it must not import
+NOT_ALLOWED = {
+    "core": {"shell", "runtime", "sim", "cli", "config", "ports"},
+    "shell": {"runtime", "cli", "sim"},
+    "runtime": {"cli", "shell"},
+    "config.py": {"shell", "runtime", "cli", "sim"},
+    "ports.py": {"shell", "runtime", "cli", "sim", "config"},
+}
+
+
+# runtime modules that build or open concrete technology (the composition root
+# and the read-only commands); every other runtime module sees only ports
+COMPOSITION_ROOTS = {"wiring", "report", "demo"}
+
+
+def _modules(part: str) -> list[Path]:
+    p = SRC / part
+    return sorted(p.rglob("*.py")) if p.is_dir() else [p]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+    return out
+
+
+@pytest.mark.parametrize("path", _modules("core"), ids=lambda p: p.name)
+def test_core_module_is_pure(path):
+    bad = [(n, m) for n, m in _imports(path) if m.split(".")[0] in FORBIDDEN_IN_CORE]
+    assert not bad, f"{path.name} imports {bad}"
+    tree = ast.parse(path.read_text())
+    calls = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+             and node.value.id == "random" and node.attr in GLOBAL_RANDOM]
+    assert not calls, f"{path.name} uses module-level random at lines {calls}"
+
+
+@pytest.mark.parametrize("part", sorted(NOT_ALLOWED))
+def test_dependencies_point_one_way(part):
+    for path in _modules(part):
+        for line, mod in _imports(path):
+            parts = mod.split(".")
+            if parts[0] != "courtly" or len(parts) < 2:
+                continue
+            target = parts[1]
+            if part == "runtime" and path.stem in COMPOSITION_ROOTS and target == "shell":
+                continue
+            assert target not in NOT_ALLOWED[part], f"{path.relative_to(SRC)}:{line} imports {mod}"
+
+
+def test_public_api_is_small_and_documented():
+    assert set(courtly.__all__) == {"__version__", "robots_allowed", "normalize_url", "resolve_url",
+                                    "is_public_address", "target_allowed"}
+    for name in courtly.__all__[1:]:
+        assert getattr(courtly, name).__doc__
+
+
+def test_no_module_grows_past_the_split_limit():
+    big = [(p.relative_to(SRC), n) for p in SRC.rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > 800]
+    assert not big, f"split these along a seam: {big}"
