@@ -33,6 +33,7 @@ __all__ = [
     "NetworkSection",
     "UrlsSection",
     "SeenSection",
+    "BudgetSection",
     "WarcSection",
     "ExtractSection",
     "StoreSection",
@@ -189,6 +190,33 @@ class SeenSection:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetAllowSection:
+    key: str
+    new_urls_per_day: int
+    owner: str
+    expires: str                       # ISO 8601 date or datetime (UTC if no zone)
+
+    def expires_at(self) -> float:
+        return AllowSection(self.key, 0.0, self.owner, self.expires).expires_at()
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSection:
+    """Defending the fetch budget: traps, duplicates, near-duplicates, soft-404s."""
+
+    enabled: bool = True               # false: no trap guard, no dedup (for before/after figures)
+    daily_new_urls_max: int = 50_000   # new URLs admitted per host key per day
+    near_dup_distance: int = 3         # SimHash Hamming distance for near-duplicates (<= 3)
+    soft404_probe: bool = True         # probe each host once with a path that cannot exist
+    allow: tuple[BudgetAllowSection, ...] = ()
+
+    def __post_init__(self) -> None:
+        _positive("budget.daily_new_urls_max", self.daily_new_urls_max)
+        if not 0 <= self.near_dup_distance <= 3:
+            raise ConfigError("budget.near_dup_distance must be in 0..3 (the 4-block index needs it)")
+
+
+@dataclass(frozen=True, slots=True)
 class WarcSection:
     prefix: str = "courtly"
     file_bytes_max: int = 1_000_000_000
@@ -217,6 +245,7 @@ class Config:
     network: NetworkSection = field(default_factory=NetworkSection)
     urls: UrlsSection = field(default_factory=UrlsSection)
     seen: SeenSection = field(default_factory=SeenSection)
+    budget: BudgetSection = field(default_factory=BudgetSection)
     warc: WarcSection = field(default_factory=WarcSection)
     extract: ExtractSection = field(default_factory=ExtractSection)
     store: StoreSection = field(default_factory=StoreSection)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import crawl_args, check, db_rows, run_courtly, write_config
+from crawl_support import crawl_args, check, db_rows, run_courtly, write_config
 from courtly.runtime.demo import simweb_process
 
 pytestmark = pytest.mark.slow
@@ -113,17 +113,30 @@ def _warcio() -> str:
     return str(pywb_venv() / "bin" / "warcio")
 
 
-def test_every_fetched_page_has_its_raw_bytes_in_the_warc(crawled):
+def test_every_fetched_page_is_in_the_warc_and_duplicates_are_stored_once(crawled):
     from courtly.shell.warc import iter_records
 
     out = crawled["out"]
     in_warc = set()
+    originals = {}   # payload digest -> URLs stored with a full response record
+    revisits = []
     for w in sorted((out / "warc").glob("*.warc.gz")):
         for rec in iter_records(w):
+            h = rec.warc_headers
             if rec.rec_type == "response":
-                in_warc.add(rec.warc_headers["WARC-Target-URI"])
+                in_warc.add(h["WARC-Target-URI"])
+                originals.setdefault(h.get("WARC-Payload-Digest"), set()).add(h["WARC-Target-URI"])
+            elif rec.rec_type == "revisit":
+                in_warc.add(h["WARC-Target-URI"])
+                revisits.append(h)
     fetched = {u for (u,) in db_rows(out, "SELECT url FROM urls WHERE state = 'fetched'")}
     assert fetched and fetched <= in_warc, sorted(fetched - in_warc)[:5]
+    # exact duplicates (the web's ?print=1 copies) are stored once, plus revisit records
+    assert revisits, "the web has exact duplicates; they must be revisits"
+    for h in revisits:
+        assert h["WARC-Profile"].endswith("/revisit/identical-payload-digest")
+        assert h["WARC-Refers-To-Target-URI"] in originals[h["WARC-Payload-Digest"]]
+        assert h["WARC-Target-URI"] != h["WARC-Refers-To-Target-URI"]
 
 
 @pytest.mark.pywb

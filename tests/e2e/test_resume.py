@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from conftest import check, courtly_cmd, crawl_args, db_rows, kill_when, log_lines, run_courtly, write_config
+from crawl_support import check, courtly_cmd, crawl_args, db_rows, kill_when, log_lines, run_courtly, write_config
 
 pytestmark = pytest.mark.slow
 
-SIM_ARGS = ["--profile", "demo", "--hosts", "6", "--ips", "4", "--pages-per-host", "12", "--seed", "3"]
+SIM_ARGS = ["--profile", "demo", "--hosts", "6", "--ips", "4", "--pages-per-host", "25", "--seed", "3"]
 
 
 def _start(web, out, config):
@@ -31,7 +31,7 @@ def test_sigkill_at_several_points_then_resume_loses_nothing(tmp_path, simweb_fa
     out = tmp_path / "crawl"
     config = write_config(tmp_path / "c.toml")
     kills = 0
-    for at in (6, 20, 45, 80):
+    for at in (6, 20, 40, 70):
         proc = _start(web, out, config)
         if kill_when(proc, web, at):
             kills += 1
@@ -54,7 +54,7 @@ def test_sigkill_at_several_points_then_resume_loses_nothing(tmp_path, simweb_fa
     in_warc = set()
     for w in sorted(warc_dir.glob("*.warc.gz")):
         for rec in iter_records(w):
-            if rec.rec_type == "response":
+            if rec.rec_type in ("response", "revisit"):
                 in_warc.add(rec.warc_headers["WARC-Target-URI"])
     fetched = {u for (u,) in db_rows(out, "SELECT url FROM urls WHERE state = 'fetched'")}
     assert fetched <= in_warc, sorted(fetched - in_warc)[:5]

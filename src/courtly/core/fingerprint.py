@@ -56,6 +56,7 @@ integer so a SQLite INTEGER column holds it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import sys
@@ -142,6 +143,11 @@ def _majority_bits(packed: bytes, n: int) -> int:
 def hamming(a: int, b: int) -> int:
     """Number of differing bits between two 64-bit fingerprints."""
     return ((a ^ b) & _MASK64).bit_count()
+
+
+def warc_payload_digest(content: bytes) -> str:
+    """WARC-Payload-Digest as the WARC writer records it: "sha1:" + base32."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(content).digest()).decode("ascii")
 
 
 def to_signed64(fp: int) -> int:

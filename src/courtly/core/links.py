@@ -55,6 +55,8 @@ import codecs
 import re
 from dataclasses import dataclass
 
+from courtly.core.urls import UrlError, resolve_url
+
 try:
     from selectolax.lexbor import LexborHTMLParser as _Parser
 except ImportError:  # pragma: no cover - selectolax without Lexbor
@@ -72,8 +74,10 @@ __all__ = [
     "PageLinks",
     "ExtractFailed",
     "LINK_KINDS",
+    "decode_html",
     "extract_links",
     "is_html",
+    "nesting_depth",
 ]
 
 LINK_KINDS = ("a", "area", "canonical", "alternate", "next", "prev", "refresh", "redirect")
@@ -168,7 +172,10 @@ def _codec(label: str, *, from_meta: bool) -> str | None:
     return info.name
 
 
-def _decode(body: bytes, content_type: str) -> str:
+def decode_html(body: bytes, content_type: str) -> str:
+    """The page's text: BOM, then the Content-Type charset, then <meta
+    charset> in the first `CHARSET_SCAN_BYTES`, else UTF-8 (module docstring,
+    step 2); never raises, undecodable bytes become U+FFFD."""
     if body.startswith(b"\xef\xbb\xbf"):
         return body[3:].decode("utf-8", "replace")
     if body.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -203,7 +210,7 @@ _LINK_TAGS = re.compile(
 )
 
 
-def _nesting_depth(text: str) -> int:
+def nesting_depth(text: str) -> int:
     """Estimated peak depth of the open-element stack (a cheap model)."""
     open_count: dict[str, int] = {}
     depth = peak = 0
@@ -296,48 +303,39 @@ def _clean_href(href: str | None) -> str | None:
 _REFERENCE = re.compile(  # RFC 3986 appendix B, with a strict scheme
     r"(?:([A-Za-z][A-Za-z0-9+.-]*):)?(//[^/?#]*)?([^?#]*)(\?[^#]*)?(#.*)?", re.S
 )
-
-
-def _remove_dot_segments(path: str) -> str:
-    """RFC 3986 section 5.2.4."""
-    if "." not in path:
-        return path
-    segments = path.split("/")
-    out: list[str] = []
-    for segment in segments:
-        if segment == "..":
-            if len(out) > 1 or (out and out[0]):
-                out.pop()
-        elif segment != ".":
-            out.append(segment)
-    if segments[-1] in (".", ".."):
-        out.append("")
-    if path.startswith("/") and (not out or out[0]):
-        out.insert(0, "")
-    return "/".join(out)
+_COLON_FIRST = re.compile(r"[^/?#]*:")  # a colon in the first segment
 
 
 class _Resolver:
-    """Resolves references against one base URL (RFC 3986 section 5.2).
+    """Resolves references against one base URL: RFC 3986 section 5.2 by
+    `courtly.core.urls.resolve_url`, behind fast paths for the common forms.
 
-    TODO(lead): courtly.core.urls.resolve_url(base, ref) is being written in
-    parallel; switch `__call__` to it once it exists (keep the fast paths if
-    it is slower). Deliberate choices, both RFC-allowed or WHATWG behaviour:
+    The fast paths join absolute http(s), scheme-relative and root-relative
+    references without dot segments or backslashes directly; the rest go to
+    resolve_url. Why: on a 30 KB page with 167 links (half root-relative, a
+    third absolute; 2 shared cores, noisy, best of 7) resolve_url alone took
+    1.3-1.5 ms for them (8-12 us a reference) against 0.12 ms for the local
+    resolver this replaced (11-13x), and the whole `extract_links` 1.9-2.2 ms
+    against 0.7-1.2 ms (1.8-3x). With the fast paths: ~0.42 ms, the relative
+    references paying resolve_url's price.
+
+    Browser readings kept on the way in (RFC-allowed or WHATWG behaviour):
     ``http:g`` against an http base is relative (RFC 3986 5.4.2, "for
-    backward compatibility"), and a backslash before the query is a slash.
-    Unlike urllib's urljoin, empty segments (``a//b``) are kept.
+    backward compatibility"; resolve_url is strict), a backslash before the
+    query is a slash, and a first segment with a colon that is no valid
+    scheme (``1a:b``) is a relative path. Unlike urllib's urljoin, empty
+    segments (``a//b``) are kept. None for every reference when the page
+    URL is not absolute (resolve_url refuses such a base).
     """
 
     def __init__(self, base: str) -> None:
         match = _REFERENCE.fullmatch(base)
         assert match is not None  # every group is optional
-        self.scheme, self.authority, self.path, self.query, _ = match.groups()
-        self.fast = (
-            self.scheme is not None
-            and self.scheme.lower() in ("http", "https")
-            and bool(self.authority)
-            and "\\" not in base
-        )
+        self.base = base
+        self.scheme, self.authority = match.group(1, 2)
+        http = self.scheme is not None and self.scheme.lower() in ("http", "https")
+        self.http_scheme = self.scheme.lower() if http else None
+        self.fast = http and bool(self.authority) and "\\" not in base
         if self.scheme is not None and self.authority is not None:
             self.origin = f"{self.scheme}:{self.authority}"
 
@@ -356,38 +354,16 @@ class _Resolver:
             head, sep, tail = ref.partition("?")
             ref = head.replace("\\", "/") + sep + tail
         match = _REFERENCE.fullmatch(ref)
-        if match is None:  # pragma: no cover - the pattern matches any string
+        assert match is not None  # every group is optional
+        scheme, authority = match.group(1, 2)
+        if scheme is not None and authority is None and scheme.lower() == self.http_scheme:
+            ref, scheme = ref[len(scheme) + 1 :], None  # http:g against an http base
+        if scheme is None and _COLON_FIRST.match(ref):
+            ref = "./" + ref  # not a scheme: keep it a relative path for resolve_url
+        try:
+            return resolve_url(self.base, ref)
+        except UrlError:  # the page URL itself was not absolute
             return None
-        scheme, authority, path, query, fragment = match.groups()
-        if (
-            scheme is not None
-            and authority is None
-            and self.scheme is not None
-            and scheme.lower() == self.scheme.lower()
-            and scheme.lower() in ("http", "https")
-        ):
-            scheme = None  # http:g against an http base
-        if scheme is not None:
-            path = _remove_dot_segments(path)
-        else:
-            scheme = self.scheme
-            if authority is not None:
-                path = _remove_dot_segments(path)
-            else:
-                authority = self.authority
-                if not path:
-                    path = self.path
-                    if query is None:
-                        query = self.query
-                elif path.startswith("/"):
-                    path = _remove_dot_segments(path)
-                elif authority is not None and not self.path:
-                    path = _remove_dot_segments("/" + path)
-                else:
-                    path = _remove_dot_segments(self.path[: self.path.rfind("/") + 1] + path)
-        if scheme is None:
-            return None  # the page URL itself was relative: nothing absolute here
-        return "".join((scheme, ":", authority or "", path, query or "", fragment or ""))
 
 
 def _refresh_target(content: str | None) -> str | None:
@@ -500,10 +476,10 @@ def extract_links(
 
 def _parse(body: bytes, content_type: str) -> tuple[object, str | None]:
     """The parsed tree, flat when the nesting is hostile (see module docstring)."""
-    text = _decode(body, content_type)
+    text = decode_html(body, content_type)
     error = None
     if text.count("<") > TAGS_FAST_MAX:
-        depth = _nesting_depth(text)
+        depth = nesting_depth(text)
         if depth > DEPTH_MAX:
             text = _flatten(text)
             error = f"nesting depth ~{depth} > {DEPTH_MAX}: parsed link tags only"

@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import re
 
-from courtly.core.links import DEPTH_MAX, TAGS_FAST_MAX, is_html
-from courtly.core.links import _decode as _decode_html  # shared charset rules
-from courtly.core.links import _nesting_depth
+from courtly.core.links import DEPTH_MAX, TAGS_FAST_MAX, decode_html, is_html, nesting_depth
 
 try:
     from selectolax.lexbor import LexborHTMLParser as _Parser
@@ -111,11 +109,11 @@ def main_text(body: bytes, content_type: str = "") -> str:
 def _main_text(body: bytes, content_type: str) -> str:
     media = content_type.split(";", 1)[0].strip().lower()
     if media == "text/plain":
-        return _collapse(_decode_html(body, content_type))
+        return _collapse(decode_html(body, content_type))
     if not is_html(body, content_type):
         return ""
-    text = _decode_html(body, content_type)
-    if text.count("<") > TAGS_FAST_MAX and _nesting_depth(text) > DEPTH_MAX:
+    text = decode_html(body, content_type)
+    if text.count("<") > TAGS_FAST_MAX and nesting_depth(text) > DEPTH_MAX:
         return _flat_text(text)
     tree = _Parser(text, **_PARSE_OPTIONS)
     tree.strip_tags(_DROP_TAGS)

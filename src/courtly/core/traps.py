@@ -69,10 +69,10 @@ host, rule 7 for the scope)
   (20) new URLs per fetch and >= `rate_factor` (10) x the host's earlier
   average. Per fetch, not per second: independent of crawl speed and clock.
 
-Templates: a path segment that is a number, a date, a hex id (>= 12 hex
-digits, one a digit) or a UUID becomes a placeholder, digit runs inside
-other segments too (``story-12.html`` -> ``story-{n}.html``); a query
-becomes its sorted parameter names (``?color=*&size=*``).
+Templates, query shapes, dates and session ids are read by
+`courtly.core.urlshape` (``url_template`` is re-exported here): a path
+segment that is a number, a date, a hex id or a UUID becomes a placeholder
+(``/news/2024/05/story-12.html?page=3`` -> ``/news/{n}/{n}/story-{n}.html?page=*``).
 
 Bounds: per host `templates_max` templates (then one overflow template) and
 `session_keys_max` pages with session ids; `hosts_max` hosts (least recently
@@ -84,13 +84,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from courtly.core.types import Decision, Reason
+from courtly.core.urlshape import (dates_out_of_range, path_query, query_shape, query_template,
+                                   repeated_run, url_template, without_session, years)
 
 __all__ = [
     "AllowEntry",
@@ -111,6 +112,9 @@ _DAY_S = 86_400
 _OVERFLOW = "{overflow}"
 _HOST_SCOPE = ""
 _SESSION_SCOPE = "rule:session_id"  # only the duplicate copies are denied, nothing more
+
+# the URL-shape helpers under their old names here (tests/core/test_traps.py uses them)
+_path_query, _repeated_run, _years, _without_session = path_query, repeated_run, years, without_session
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,9 +259,9 @@ class TrapGuard:
     def check_new_url(self, key: str, url: str, depth: int, now: float) -> Verdict:
         cfg = self.config
         host = self._host(key, now)
-        path, query = _path_query(url)
+        path, query = path_query(url)
         shape = url_template(path)
-        template = self._template_key(host, shape + _query_template(query))
+        template = self._template_key(host, shape + query_template(query))
         path_t = "path:" + shape
         fenced = self._fenced(host, template, path_t, path, now)
         if fenced is not None:
@@ -286,7 +290,7 @@ class TrapGuard:
         host = self._hosts.get(key)
         if host is None or not (host.open or host.confirmed):
             return ALLOW
-        path, query = _path_query(url)
+        path, query = path_query(url)
         template = url_template(path, query)
         if template not in host.templates:
             template = _OVERFLOW if len(host.templates) >= self.config.templates_max else template
@@ -297,9 +301,9 @@ class TrapGuard:
 
     def note_discovered(self, key: str, url: str, now: float) -> None:
         host = self._host(key, now)
-        path, query = _path_query(url)
+        path, query = path_query(url)
         shape = url_template(path)
-        template = self._template_key(host, shape + _query_template(query))
+        template = self._template_key(host, shape + query_template(query))
         self._count_template(key, host, url, template, "path:" + shape, path, query, now)
         self._admit(host, path, query)
 
@@ -307,7 +311,7 @@ class TrapGuard:
         cfg = self.config
         host = self._host(key, now)
         host.fetches += 1
-        path, query = _path_query(url)
+        path, query = path_query(url)
         template = self._template_key(host, url_template(path, query))
         stats = host.templates.setdefault(template, _Template(sample=url))
         stats.fetched += 1
@@ -389,14 +393,14 @@ class TrapGuard:
             if not self._muted(host, "segments", scope):
                 detail = f"{len(segments)} > {cfg.path_segments_max} path segments"
                 return self._trap(key, host, "segments", scope, url, detail, now)
-        found = _repeated_run(segments, cfg.segment_repeats_max)
+        found = repeated_run(segments, cfg.segment_repeats_max)
         if found is not None:
             unit, start = found
             scope = "prefix:/" + "".join(s + "/" for s in segments[: max(start, 1)])
             if not self._muted(host, "repeated_segments", scope):
                 detail = f"'{unit}' repeated {cfg.segment_repeats_max} times"
                 return self._trap(key, host, "repeated_segments", scope, url, detail, now)
-        stripped = _without_session(path, query)
+        stripped = without_session(path, query)
         if stripped is not None and not self._muted(host, "session_id", _SESSION_SCOPE):
             if _key64(stripped) in host.session_keys:
                 detail = f"same page as {stripped} with another session id"
@@ -421,7 +425,7 @@ class TrapGuard:
         host.day_new += 1
         host.new_total += 1
         host.new_since_fetch += 1
-        stripped = _without_session(path, query)
+        stripped = without_session(path, query)
         if stripped is not None and len(host.session_keys) < self.config.session_keys_max:
             host.session_keys.add(_key64(stripped))
 
@@ -436,7 +440,7 @@ class TrapGuard:
         stats.urls += 1
         fired = False
         year_max = _year_of(now) + cfg.future_years_max
-        if _dates_out_of_range(path, query, cfg.year_min, year_max):
+        if dates_out_of_range(path, query, cfg.year_min, year_max):
             stats.bad_dates += 1
             if stats.bad_dates >= cfg.calendar_urls_min:
                 fired |= self._open(key, host, "calendar", "template:" + template,
@@ -445,7 +449,7 @@ class TrapGuard:
         if query:
             shapes = host.shapes.setdefault(path_t, set())
             if len(shapes) <= cfg.query_shapes_max:
-                shapes.add(_query_shape(query))
+                shapes.add(query_shape(query))
                 if len(shapes) > cfg.query_shapes_max:
                     fired |= self._open(key, host, "query_combinations", path_t,
                                         f"more than {cfg.query_shapes_max} parameter combinations on "
@@ -547,83 +551,7 @@ class TrapGuard:
         return guard
 
 
-# -------------------------------------------------------------------- URL analysis
-
-_UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", re.I)
-_HEX_ID = re.compile(r"(?=[^/]*\d)[0-9a-f]{12,}", re.I)
-_ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})(?:-(\d{1,2}))?")
-_COMPACT_DATE = re.compile(r"(?<!\d)(\d{4})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
-_DIGITS = re.compile(r"\d+")
-_ANY_DIGIT = re.compile(r"\d")
-_FOUR_DIGITS = re.compile(r"\d{4}")
-_YEAR_PARAM = re.compile(r"(?:^|&)[^=&]*(?:year|yr|date|day|month)[^=&]*=(\d{4})(?!\d)", re.I)
-_SESSION_NAME = re.compile(r"sess|^sid$|sessid|^cfid$|^cftoken$|^oscsid$|^zenid$|^xtcsid$", re.I)
-_HEX32 = re.compile(r"[0-9a-f]{32,}", re.I)
-_PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sid|sessionid)=[^/?;]*", re.I)
-_ASPNET_SESSION = re.compile(r"/\([A-Z]\([^)/]{8,}\)\)", re.I)
-
-
-def url_template(path: str, query: str = "") -> str:
-    """The path's shape with ids replaced by placeholders, plus the sorted
-    query parameter names: ``/news/2024/05/story-12.html?page=3`` ->
-    ``/news/{n}/{n}/story-{n}.html?page=*``."""
-    return "/".join(map(_segment_template, path.split("/"))) + _query_template(query)
-
-
-def _query_template(query: str) -> str:
-    if not query:
-        return ""
-    names = sorted({p.partition("=")[0] for p in query.split("&") if p})
-    return "?" + "&".join(f"{n}=*" for n in names)
-
-
-def _segment_template(segment: str) -> str:
-    if _ANY_DIGIT.search(segment) is None:
-        return segment if len(segment) <= 64 else "{long}"  # words stay (no id without a digit)
-    if segment.isdigit():
-        return "{n}"
-    if _UUID.fullmatch(segment):
-        return "{uuid}"
-    if _HEX_ID.fullmatch(segment):
-        return "{hex}"
-    if _ISO_DATE.fullmatch(segment) or _COMPACT_DATE.fullmatch(segment):
-        return "{date}"
-    if len(segment) > 64:
-        return "{long}"
-    return _DIGITS.sub("{n}", segment)
-
-
-def _query_shape(query: str) -> str:
-    return "&".join(sorted(p.partition("=")[0] for p in query.split("&") if p))
-
-
-def _path_query(url: str) -> tuple[str, str]:
-    """Path and query of an absolute URL (fragment dropped); no validation."""
-    rest = url.split("#", 1)[0]
-    scheme_end = rest.find("://")
-    if scheme_end >= 0:
-        slash = rest.find("/", scheme_end + 3)
-        question = rest.find("?", scheme_end + 3)
-        if slash < 0 or (0 <= question < slash):
-            rest = "/" + (rest[question:] if question >= 0 else "")
-        else:
-            rest = rest[slash:]
-    path, _, query = rest.partition("?")
-    return path or "/", query
-
-
-def _repeated_run(segments: list[str], times: int) -> tuple[str, int] | None:
-    """The first segment or pair of segments repeated `times` times in a row
-    (a/a/a, a/b/a/b/a/b) and the index where the run starts; None if none."""
-    n = len(segments)
-    for width in (1, 2):
-        for i in range(n - width * times + 1):
-            unit = segments[i : i + width]
-            if width == 2 and unit[0] == unit[1]:
-                continue
-            if all(segments[i + r * width : i + (r + 1) * width] == unit for r in range(1, times)):
-                return "/".join(unit), i
-    return None
+# -------------------------------------------------------------------- scopes and keys
 
 
 def _in_scope(scope: str, template: str, path_t: str, path: str) -> bool:
@@ -638,50 +566,6 @@ def _in_scope(scope: str, template: str, path_t: str, path: str) -> bool:
     if kind == "prefix":
         return path.startswith(value)
     return False  # rule:<name>: the rule's own URLs only
-
-
-def _years(path: str, query: str) -> list[int]:
-    """Years of the dates in a path and query: /YYYY/MM/ segments,
-    YYYY-MM(-DD), YYYYMMDD, and year=/date= style parameters."""
-    years = []
-    segments = path.split("/")
-    for a, b in zip(segments, segments[1:]):
-        if len(a) == 4 and a.isdigit() and b.isdigit() and len(b) <= 2 and 1 <= int(b) <= 12:
-            years.append(int(a))
-    for text in (path, query):
-        for m in _ISO_DATE.finditer(text):
-            if 1 <= int(m.group(2)) <= 12:
-                years.append(int(m.group(1)))
-        years.extend(int(m.group(1)) for m in _COMPACT_DATE.finditer(text))
-    years.extend(int(m.group(1)) for m in _YEAR_PARAM.finditer(query))
-    return years
-
-
-def _dates_out_of_range(path: str, query: str, year_min: int, year_max: int) -> bool:
-    if _FOUR_DIGITS.search(path) is None and _FOUR_DIGITS.search(query) is None:
-        return False
-    return any(y < year_min or y > year_max for y in _years(path, query))
-
-
-def _without_session(path: str, query: str) -> str | None:
-    """path?query without its session ids, or None when it carries none."""
-    found = False
-    if ";" in path:
-        stripped = _PATH_SESSION.sub("", path)
-        found, path = found or stripped != path, stripped
-    if "(" in path:
-        stripped = _ASPNET_SESSION.sub("", path)
-        found, path = found or stripped != path, stripped
-    kept = []
-    for pair in query.split("&") if query else ():
-        name, _, value = pair.partition("=")
-        if _SESSION_NAME.search(name) or (name.lower() == "s" and _HEX32.fullmatch(value)):
-            found = True
-        else:
-            kept.append(pair)
-    if not found:
-        return None
-    return path + ("?" + "&".join(kept) if kept else "")
 
 
 def _key64(text: str) -> int:

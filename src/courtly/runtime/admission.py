@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from courtly.core.types import Reason, UrlItem
+from courtly.runtime.budget import LOW_BAND
 from courtly.core.urls import UrlError, normalize_url, politeness_key, registered_domain, resolve_url, split_origin
 
 if TYPE_CHECKING:
@@ -82,12 +83,16 @@ class Admission:
         self._pending.add(url)
         host = split_origin(url).host
         key = politeness_key(host, c.cfg.crawl.politeness_key)
-        if depth > c.cfg.crawl.depth_max:
-            c.decide(url, key, via_s, Reason.DEPTH, f"depth {depth} > {c.cfg.crawl.depth_max}", now, depth)
-            return False
         if not self._in_scope(host):
             c.decide(url, key, via_s, Reason.SCOPE, f"scope {c.cfg.crawl.scope}", now, depth)
             return False
+        verdict = c.budget.admit(key, url, depth, now, seed=via is None)
+        if not verdict.allowed:
+            detail = f"{verdict.rule}: {verdict.detail}" if verdict.detail else verdict.rule
+            c.decide(url, key, via_s, verdict.reason, detail, now, depth)
+            return False
+        if verdict.band is not None:
+            band = max(band, verdict.band)   # a trap suspect's URLs go to the lowest band
         item = UrlItem(url=url, key=key, band=band, depth=depth, via=via_s, redirects=redirects)
         c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
         return c._queue(item, now)
@@ -113,7 +118,9 @@ class Admission:
             return
         self.admit(target, via=item.url, band=item.band, depth=item.depth, now=now, redirects=hops)
 
-    def admit_links(self, page, item: UrlItem, now: float) -> None:
+    def admit_links(self, page, item: UrlItem, now: float, *, low_value: bool = False) -> None:
+        """Queue a page's links; `low_value` pages (near-duplicates, soft-404s) give
+        their links the lowest band but one."""
         c = self.c
         depth = item.depth + 1
         for link in page.links:
@@ -124,6 +131,8 @@ class Admission:
             band = 5 if link.kind in _HINT_KINDS else 4
             if link.kind == "refresh":
                 band = item.band
+            if low_value:
+                band = LOW_BAND
             self.admit(link.url, via=item.url, band=band, depth=depth, now=now)
 
     def _refuse_nofollow(self, raw: str, item: UrlItem, now: float, depth: int, why: str) -> None:

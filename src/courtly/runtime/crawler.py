@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from courtly import __version__
 from courtly.config import Config
+from courtly.core.fingerprint import warc_payload_digest
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
@@ -43,6 +44,7 @@ from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.admission import Admission
+from courtly.runtime.budget import BudgetDefence
 from courtly.ports import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
@@ -113,6 +115,8 @@ class Crawler:
             length_max=cfg.urls.length_max,
         )
         self.admission = Admission(self)
+        self.budget = BudgetDefence(cfg, self.rng)
+        self._budget_saved_at = 0.0
         self.stats = CrawlStats()
         self.batch = Batch()
         self._attempts: dict[str, int] = {}
@@ -134,6 +138,7 @@ class Crawler:
         """Resume from the store: seen filter, queued URLs, host and robots state."""
         now = self.clock.now()
         self.seen.update(self.store.iter_urls())
+        self.budget.load(self.store)
         for key, snap in self.store.hosts().items():
             self.politeness.restore(key, snap)
         for origin, snap in self.store.robots().items():
@@ -204,7 +209,7 @@ class Crawler:
                 await committer
             except asyncio.CancelledError:
                 pass
-            self.commit()
+            self.commit(final=True)
         return self.stats
 
     async def _main_loop(self) -> None:
@@ -249,7 +254,11 @@ class Crawler:
             await asyncio.sleep(self.cfg.store.commit_interval_s)
             self.commit()
 
-    def commit(self) -> None:
+    def commit(self, *, final: bool = False) -> None:
+        now = self.clock.now()
+        if final or now - self._budget_saved_at >= 10.0:
+            self.budget.save(self.batch)
+            self._budget_saved_at = now
         if not len(self.batch):
             return
         batch, self.batch = self.batch, Batch()
@@ -334,6 +343,14 @@ class Crawler:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"
         self.politeness.set_crawl_delay(item.key, rules.crawl_delay(self.token), now)
+        verdict = self.budget.before_fetch(item.key, item.url, now)
+        if not verdict.allowed:
+            self.decide(item.url, item.key, item.via, verdict.reason,
+                        f"{verdict.rule}: {verdict.detail}", now, item.depth)
+            return "done"
+        if self.budget.needs_probe(origin_s, now):
+            if not await self._probe_soft404(origin_s, rules, item.key, ip, lease):
+                return "lost"
         headers = {}
         result = await self._request(item.url, item.key, ip, lease, headers)
         if result is None:
@@ -385,6 +402,21 @@ class Crawler:
                 self.commit()
             return result
 
+    async def _probe_soft404(self, origin: str, rules, key: str, ip: str, lease: Lease) -> bool:
+        """Ask the host once for a path that cannot exist; remember its error answer."""
+        url = self.budget.probe_url(origin)
+        now = self.clock.now()
+        if not rules.allowed(self.token, _path_of(url)):
+            self.budget.record_probe(origin, url, 404, b"", "", now)  # may not ask: assume honest
+            return True
+        result = await self._request(url, key, ip, lease, {})
+        if result is None:
+            return False
+        self._archive(url, result, kind="soft404-probe", meta={"probe-origin": origin})
+        ctype = result.headers.get("content-type", "") if result.headers else ""
+        self.budget.record_probe(origin, url, result.status, result.content or b"", ctype, self.clock.now())
+        return True
+
     # ---- robots.txt -----------------------------------------------------------
 
     async def _fetch_robots(self, origin: str, key: str, lease: Lease) -> bool:
@@ -428,15 +460,27 @@ class Crawler:
 
     # ---- results --------------------------------------------------------------
 
-    def _archive(self, url: str, result, *, kind: str, meta: dict[str, str]) -> str:
+    def _archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None) -> str:
+        """Write the exchange to WARC (a revisit record when `first` holds the
+        earlier capture of the same payload) and log the fetch."""
         ref = ""
         if result.status:
             provenance = {"software": f"courtly/{__version__}", "fetch-kind": kind, **meta}
-            w = self.warc.write_exchange(
-                url=url, ip=result.ip or "", request_head=result.request_head,
-                response_head=result.response_head, body=result.body, fetched_at=result.started_at,
-                truncated=result.truncated, metadata=provenance,
-            )
+            if first is not None:
+                provenance["duplicate-of"] = first.url
+                w = self.warc.write_revisit(
+                    url=url, ip=result.ip or "", request_head=result.request_head,
+                    response_head=result.response_head, fetched_at=result.started_at,
+                    refers_to_uri=first.url, refers_to_date=first.date,
+                    payload_digest=warc_payload_digest(result.body),
+                    profile="identical-payload-digest", metadata=provenance,
+                )
+            else:
+                w = self.warc.write_exchange(
+                    url=url, ip=result.ip or "", request_head=result.request_head,
+                    response_head=result.response_head, body=result.body, fetched_at=result.started_at,
+                    truncated=result.truncated, metadata=provenance,
+                )
             ref = f"{w.filename}:{w.offset}"
             self.stats.bytes += len(result.body)
         self.batch.fetches.append((
@@ -474,8 +518,15 @@ class Crawler:
             return "done"
         self.stats.fetched += 1
         self.stats.status[status] = self.stats.status.get(status, 0) + 1
-        self._archive(item.url, result, kind="page", meta={"via": item.via, "depth": str(item.depth)})
+        first = None
+        if status == 200 and not result.truncated:
+            first = self.budget.first_capture(item.url, result.body, result.started_at, self.batch)
+        self._archive(item.url, result, kind="page", meta={"via": item.via, "depth": str(item.depth)},
+                      first=first)
         self._attempts.pop(item.url, None)
+        if first is not None:   # the same bytes as an earlier page: its links are queued already
+            self.batch.fetched.append((now, status, item.url))
+            return "done"
         if 300 <= status < 400:
             loc = result.headers.get("location")
             if loc:
@@ -499,7 +550,11 @@ class Crawler:
             self.stats.extract_failed += 1
             self.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
         else:
-            self.admission.admit_links(page, item, now)
+            origin = split_origin(item.url)
+            judged = self.budget.page(
+                url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
+                content_type=ctype, canonical=page.canonical, now=now, batch=self.batch)
+            self.admission.admit_links(page, item, now, low_value=judged.low_value)
         self.batch.fetched.append((now, result.status, item.url))
 
 

@@ -1,18 +1,18 @@
-"""Link extraction in a sandboxed pool of worker processes.
+"""Link extraction in a sandboxed pool of worker processes: the pool.
 
 Hostile HTML can crash, hang or balloon a parser, so `extract_links` runs in
 separate processes with limits, and a page that kills its worker costs one
-dead-letter record, not the crawl.
+dead-letter record, not the crawl. This module owns the parent side (the
+pool, its queue, timeouts, retries and recycling); the child process and the
+message protocol are in `courtly.shell.extract_worker`.
 
 Theory of operation
 
 - Workers are `multiprocessing` *spawn* processes (a fresh interpreter, never
-  a fork of the asyncio parent). Each one sets RLIMIT_AS to
-  `memory_bytes_max`, ignores SIGINT (the parent decides when it stops), then
-  serves tasks in order over its own Unix socket pair.
-- Frames are a 4-byte big-endian length and a `marshal`-encoded tuple: the
-  request is ``(task_id, url, content_type, x_robots_tag, body)``, the reply
-  ``("ok", task_id, page_tuple)``. No pickle, no per-link objects on the wire.
+  a fork of the asyncio parent) running `extract_worker.worker_main`. Each one
+  sets RLIMIT_AS to `memory_bytes_max`, ignores SIGINT (the parent decides
+  when it stops), then serves tasks in order over its own Unix socket pair,
+  in length-prefixed `marshal` frames (no pickle, no per-link objects).
 - Up to `pipeline_depth` tasks are in flight per worker, so a worker never
   idles for a round trip. A worker works in order, so its oldest unanswered
   task is the one running: the head. The head's clock starts when it becomes
@@ -41,7 +41,8 @@ Figures (2 cores shared with other jobs, load 2-4, so noisy; 30 KB page,
 
 Rules: spawn re-imports the parent's ``__main__``, so a script using the
 pool needs the ``if __name__ == "__main__":`` guard. The fault hooks in
-`_inject_fault` act only in a pool built with ``_test_faults=True``.
+`extract_worker._inject_fault` act only in a pool built with
+``_test_faults=True``.
 """
 
 from __future__ import annotations
@@ -51,24 +52,19 @@ import itertools
 import marshal
 import multiprocessing
 import os
-import re
 import signal
 import socket
-import struct
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from courtly.core.links import ExtractFailed, Link, PageLinks, extract_links
+from courtly.core.links import ExtractFailed, PageLinks
+from courtly.shell.extract_worker import EXIT_MEMORY, HEADER, READY, decode_page, frame, worker_main
 
 __all__ = ["ExtractPool", "ExtractFailed", "ExtractPoolStats"]
 
 ATTEMPTS_MAX = 2            # a page may kill or hang this many workers
 START_FAILURES_MAX = 3      # consecutive workers dying before ready: broken
 STOP_GRACE_S = 2.0          # after EOF or a kill, wait this long before SIGKILL
-_HEADER = struct.Struct("!I")
-_EXIT_MEMORY = 86
-_READY = ("ready",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,119 +76,6 @@ class ExtractPoolStats:
     retried: int = 0          # tasks re-run on a fresh worker
     workers_started: int = 0
     workers_lost: int = 0     # died or were killed while working
-
-
-# -- worker process ------------------------------------------------------------------
-
-
-def _frame(payload: bytes) -> bytes:
-    return _HEADER.pack(len(payload)) + payload
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            return None
-        got += n
-    return bytes(buffer)
-
-
-def _encode_page(page: PageLinks) -> tuple:
-    links = tuple((link.url, link.kind, link.nofollow) for link in page.links)
-    return (links, page.canonical, page.noindex, page.nofollow, page.base, page.title, page.error)
-
-
-_FAULT = re.compile(rb"courtly-fault:([a-z-]+)(?::([^\s<>\"']+))?")
-
-
-def _inject_fault(body: bytes, memory_bytes_max: int) -> None:
-    """Test-only misbehaviour, named by a marker in the body."""
-    match = _FAULT.search(body[:4096])
-    if not match:
-        return
-    fault, arg = match.group(1), match.group(2)
-    if fault == b"once" and arg:  # fail on the first attempt only (a flag file)
-        path = os.fsdecode(arg)
-        if os.path.exists(path):
-            return
-        open(path, "w").close()
-        os._exit(13)
-    if fault == b"sleep" and arg:
-        time.sleep(float(arg))
-    if fault == b"hang":
-        while True:
-            time.sleep(1)
-    if fault == b"exit":
-        os._exit(13)
-    if fault == b"segv":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    if fault == b"alloc":
-        bytearray(memory_bytes_max + 1)
-
-
-def _limit_memory(memory_bytes_max: int) -> None:
-    import resource
-
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = memory_bytes_max if hard == resource.RLIM_INFINITY else min(hard, memory_bytes_max)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def _worker_main(
-    sock: socket.socket,
-    memory_bytes_max: int,
-    task_s_max: float,
-    user_agent_token: str,
-    links_max: int,
-    test_faults: bool,
-) -> None:
-    """Serve tasks from `sock` until EOF (runs in the worker process)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _limit_memory(memory_bytes_max)
-    options = (user_agent_token, links_max, test_faults, memory_bytes_max)
-    try:
-        sock.sendall(_frame(marshal.dumps(_READY)))
-        while _serve_one(sock, 2 * task_s_max + 1, options):
-            pass
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the parent went away or stopped us before we were ready
-
-
-def _serve_one(sock: socket.socket, alarm_s: float, options: tuple[str, int, bool, int]) -> bool:
-    """Read one task, answer it; False at EOF. Exits on MemoryError."""
-    header = _recv_exact(sock, _HEADER.size)
-    payload = _recv_exact(sock, _HEADER.unpack(header)[0]) if header else None
-    if payload is None:
-        return False
-    user_agent_token, links_max, test_faults, memory_bytes_max = options
-    signal.setitimer(signal.ITIMER_REAL, alarm_s)  # default action: terminate
-    try:
-        task_id, url, content_type, x_robots_tag, body = marshal.loads(payload)
-        del payload
-        if test_faults:
-            _inject_fault(body, memory_bytes_max)
-        page = extract_links(
-            body, url, content_type=content_type, x_robots_tag=x_robots_tag,
-            user_agent_token=user_agent_token, links_max=links_max,
-        )
-        reply = marshal.dumps(("ok", task_id, _encode_page(page)))
-    except MemoryError:
-        reply = None
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    if reply is None:
-        try:
-            sock.sendall(_frame(marshal.dumps(("memory",))))
-        finally:
-            os._exit(_EXIT_MEMORY)
-    sock.sendall(_frame(reply))
-    return True
-
-
-# -- parent side -------------------------------------------------------------------------
 
 
 @dataclass(eq=False, slots=True)
@@ -230,23 +113,17 @@ class _WorkerProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        while len(self.buffer) >= _HEADER.size:
-            size = _HEADER.unpack_from(self.buffer)[0]
-            end = _HEADER.size + size
+        while len(self.buffer) >= HEADER.size:
+            size = HEADER.unpack_from(self.buffer)[0]
+            end = HEADER.size + size
             if len(self.buffer) < end:
                 return
-            payload = bytes(self.buffer[_HEADER.size:end])
+            payload = bytes(self.buffer[HEADER.size:end])
             del self.buffer[:end]
             self.pool._on_frame(self.worker, payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pool._on_lost(self.worker)
-
-
-def _decode_page(data: tuple) -> PageLinks:
-    links, canonical, noindex, nofollow, base, title, error = data
-    links = tuple(itertools.starmap(Link, links))  # ~40 % faster than a listcomp
-    return PageLinks(links, canonical, noindex, nofollow, base, title, error)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -333,7 +210,7 @@ class ExtractPool:
             loop = asyncio.get_running_loop()
             task_id = next(self._ids)
             payload = marshal.dumps((task_id, url, content_type, x_robots_tag, bytes(body)))
-            task = _Task(task_id, url, _frame(payload), loop.create_future())
+            task = _Task(task_id, url, frame(payload), loop.create_future())
             self._pending += 1
             self._drained.clear()
             self._queue.append(task)
@@ -414,7 +291,7 @@ class ExtractPool:
     def _spawn(self) -> _Worker:
         parent_sock, child_sock = socket.socketpair()
         process = self._context.Process(
-            target=_worker_main, args=(child_sock, *self._worker_args),
+            target=worker_main, args=(child_sock, *self._worker_args),
             name="courtly-extract", daemon=True,
         )
         try:
@@ -479,7 +356,7 @@ class ExtractPool:
             worker.exited.set_result(code)
         reason = worker.kill_reason or (
             f"memory limit of {self.memory_bytes_max} bytes exceeded"
-            if code == _EXIT_MEMORY else _describe_exit(code)
+            if code == EXIT_MEMORY else _describe_exit(code)
         )
         if not worker.ready and not self._closing:
             self._on_start_failure(reason)
@@ -604,12 +481,12 @@ class ExtractPool:
             task = worker.inflight.popleft()
             if not task.future.done():
                 self._stats["done"] += 1
-                task.future.set_result(_decode_page(message[2]))
+                task.future.set_result(decode_page(message[2]))
             self._arm(worker)
             if worker.retiring and not worker.inflight:
                 self._stop(worker)
             self._dispatch()
-        elif message == _READY:
+        elif message == READY:
             worker.ready = True
             self._start_failures = 0
             self._dispatch()

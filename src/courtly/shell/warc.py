@@ -1,6 +1,8 @@
-"""WARC 1.1 files: the writer, their CDXJ index, and crash repair.
+"""WARC 1.1 files: the writer.
 
 Owns the durable copy of every fetch (DESIGN: raw bytes are the asset).
+Reading, the CDXJ index and crash repair live in ``courtly.shell.warc_index``;
+their public names are re-exported here, so callers import from one place.
 
 Theory of operation
 -------------------
@@ -38,12 +40,9 @@ Theory of operation
   decoding. A ``Transfer-Encoding`` header in the stored response head would
   therefore lie about the body: it is renamed ``X-Crawler-Transfer-Encoding``
   so readers and replay see a plain, end-of-record-delimited body.
-* The CDXJ lines are those ``cdxj-indexer`` writes by default (response,
-  revisit and resource records; not request, warcinfo or
-  ``application/warc-fields`` metadata), sorted, so pywb can use them as is.
-* ``repair()`` scans the gzip members of an ``.open`` file, keeps the prefix
-  of members that each hold one complete WARC record, truncates the rest,
-  indexes what is left and renames the file. Running it twice is harmless.
+* The writer keeps an index entry per response and revisit record it
+  writes; the CDXJ lines made from them (``warc_index.write_cdxj``) are the
+  lines ``index_warc`` makes from the file alone.
 
 Rules: no reads of the clock; one lock per writer (callers may come from the
 event loop thread or a worker thread); ``flush()`` is the durability point the
@@ -55,23 +54,33 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import re
 import struct
 import threading
 import uuid
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-import surt as _surt
-
 from courtly import __version__
+from courtly.shell.warc_index import (
+    CDXJ_SUFFIX,
+    OPEN_SUFFIX,
+    WARC_SUFFIX,
+    IndexEntry,
+    StoredRecord,
+    cdxj_path,
+    fsync_dir,
+    index_warc,
+    iter_records,
+    repair,
+    status_and_mime,
+    write_cdxj,
+)
 
 try:  # ISA-L deflate: same format, ~3x faster than zlib at level 1 (optional)
     from isal import isal_zlib as _deflate_lib
@@ -83,8 +92,10 @@ except ImportError:  # pragma: no cover - depends on the environment
     DEFLATE_BACKEND = "zlib"
     _LEVEL_MAX = 9
 
-__all__ = [
+__all__ = [  # reading, index and repair re-exported from warc_index
+    "CDXJ_SUFFIX",
     "DEFLATE_BACKEND",
+    "OPEN_SUFFIX",
     "SOFTWARE",
     "TRUNCATED_REASONS",
     "StoredRecord",
@@ -96,13 +107,11 @@ __all__ = [
     "iter_records",
     "payload_digest_of",
     "repair",
+    "WARC_SUFFIX",
 ]
 
 SOFTWARE = f"courtly/{__version__}"
 TRUNCATED_REASONS = frozenset({"length", "time", "disconnect", "unspecified"})
-OPEN_SUFFIX = ".open"
-WARC_SUFFIX = ".warc.gz"
-CDXJ_SUFFIX = ".cdxj"
 
 _CRLF = b"\r\n"
 _HEAD_END = b"\r\n\r\n"
@@ -110,14 +119,10 @@ _RECORD_END = b"\r\n\r\n"
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no mtime, OS unknown
 _DEFLATE_FINAL_EMPTY_BLOCK = b"\x03\x00"  # BFINAL=1, fixed Huffman, end-of-block
 _WRITE_BUFFER_BYTES = 1 << 20
-_SCAN_CHUNK_BYTES = 1 << 20
 _BAD_HEADER_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _BAD_URI_CHARS = re.compile(r"[\x00-\x20\x7f]")
 _FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _TRANSFER_ENCODING = re.compile(rb"(?im)^transfer-encoding([ \t]*:)")
-_CONTENT_TYPE = re.compile(rb"(?im)^content-type[ \t]*:[ \t]*([^\r\n]*)")
-_MIME_SPLIT = re.compile(r"[;\s]")
-_INDEXED_TYPES = frozenset({"response", "revisit", "resource"})
 REVISIT_PROFILES = {
     "identical-payload-digest": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
     "server-not-modified": "http://netpreserve.org/warc/1.1/revisit/server-not-modified",
@@ -135,31 +140,6 @@ class WarcRef:
     record_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """One record read back by ``iter_records`` (payload = stored bytes after
-    the HTTP head, not content-decoded)."""
-
-    rec_type: str
-    offset: int
-    length: int
-    warc_headers: dict[str, str]
-    http_status: str | None
-    http_headers: list[tuple[str, str]]
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class _IndexEntry:
-    url: str
-    timestamp: str
-    mime: str | None
-    status: str | None
-    digest: str | None
-    offset: int
-    length: int
-
-
 @dataclass(slots=True)
 class _OpenFile:
     path: Path  # the .open path
@@ -168,7 +148,7 @@ class _OpenFile:
     offset: int = 0
     exchanges: int = 0
     dir_synced: bool = False  # the new file's directory entry is on disk
-    entries: list[_IndexEntry] = field(default_factory=list)
+    entries: list[IndexEntry] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- the writer
@@ -282,8 +262,8 @@ class WarcWriter:
         ]
         if meta_block:
             members.append(self._metadata_member(metadata or {}, common, resp_id, meta_id, meta_block))
-        status, mime = _status_and_mime(response_head)
-        entry = _IndexEntry(url=url, timestamp=when.strftime("%Y%m%d%H%M%S"), mime=mime, status=status,
+        status, mime = status_and_mime(response_head)
+        entry = IndexEntry(url=url, timestamp=when.strftime("%Y%m%d%H%M%S"), mime=mime, status=status,
                             digest=payload_digest, offset=0, length=len(members[1]))
         return self._append(members, entry, fetched_at, resp_id)
 
@@ -356,8 +336,8 @@ class WarcWriter:
         ]
         if metadata:
             members.append(self._metadata_member(metadata, common, rev_id, meta_id))
-        status, _ = _status_and_mime(response_head)
-        entry = _IndexEntry(url=url, timestamp=when.strftime("%Y%m%d%H%M%S"), mime="warc/revisit",
+        status, _ = status_and_mime(response_head)
+        entry = IndexEntry(url=url, timestamp=when.strftime("%Y%m%d%H%M%S"), mime="warc/revisit",
                             status=status, digest=payload_digest, offset=0, length=len(members[1]))
         return self._append(members, entry, fetched_at, rev_id)
 
@@ -401,7 +381,7 @@ class WarcWriter:
             block,
         )
 
-    def _append(self, members: list[bytes], entry: _IndexEntry, fetched_at: float, record_id: str) -> WarcRef:
+    def _append(self, members: list[bytes], entry: IndexEntry, fetched_at: float, record_id: str) -> WarcRef:
         """Write one exchange's members (request first, the indexed record
         second) into the current file; index the second."""
         total = sum(len(m) for m in members)
@@ -472,234 +452,18 @@ class WarcWriter:
         if self.fsync:
             os.fsync(current.handle.fileno())
             if not current.dir_synced:
-                _fsync_dir(current.path.parent)
+                fsync_dir(current.path.parent)
                 current.dir_synced = True
 
     def _finish(self, current: _OpenFile) -> None:
         self._sync(current)
         current.handle.close()
         final = current.path.with_name(current.name)
-        _write_cdxj(final, current.entries, fsync=self.fsync)
+        write_cdxj(final, current.entries, fsync=self.fsync)
         os.replace(current.path, final)
         if self.fsync:
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         self._finished.append(final)
-
-
-# ---------------------------------------------------------------- the index
-
-
-def cdxj_path(warc_path: Path) -> Path:
-    """The CDXJ file beside a WARC file: ``<name>.warc.gz.cdxj``."""
-    warc_path = Path(warc_path)
-    name = warc_path.name.removesuffix(OPEN_SUFFIX)
-    return warc_path.with_name(name + CDXJ_SUFFIX)
-
-
-def index_warc(path: Path, *, filename: str | None = None) -> list[str]:
-    """CDXJ lines (sorted, no newlines) for a gzip-per-record WARC file we
-    wrote; ``filename`` defaults to the file's name without ``.open``."""
-    path = Path(path)
-    name = filename or path.name.removesuffix(OPEN_SUFFIX)
-    with open(path, "rb") as fh:
-        entries = [
-            entry
-            for offset, length, data in _scan_members(fh)
-            if (entry := _entry_from_member(data, offset, length)) is not None
-        ]
-    return _cdxj_lines(entries, name)
-
-
-def _cdxj_lines(entries: list[_IndexEntry], filename: str) -> list[str]:
-    lines = []
-    for e in entries:
-        fields: dict[str, str] = {"url": e.url}
-        if e.mime is not None:
-            fields["mime"] = e.mime
-        if e.status is not None:
-            fields["status"] = e.status
-        if e.digest is not None:
-            fields["digest"] = e.digest
-        fields["length"] = str(e.length)
-        fields["offset"] = str(e.offset)
-        fields["filename"] = filename
-        lines.append(f"{_surt_key(e.url)} {e.timestamp} {json.dumps(fields)}")
-    lines.sort()
-    return lines
-
-
-def _surt_key(url: str) -> str:
-    try:
-        return _surt.surt(url)
-    except Exception:  # noqa: BLE001 - same fallback as cdxj-indexer
-        return url
-
-
-def _write_cdxj(warc_final: Path, entries: list[_IndexEntry], *, fsync: bool) -> Path:
-    lines = _cdxj_lines(entries, warc_final.name)
-    return _write_lines(cdxj_path(warc_final), lines, fsync=fsync)
-
-
-def _write_lines(target: Path, lines: list[str], *, fsync: bool) -> Path:
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(line + "\n" for line in lines)
-        out.flush()
-        if fsync:
-            os.fsync(out.fileno())
-    os.replace(tmp, target)
-    return target
-
-
-def _entry_from_member(data: bytes, offset: int, length: int) -> _IndexEntry | None:
-    parsed = _parse_record(data)
-    if parsed is None:
-        return None
-    headers, block = parsed
-    rec_type = headers.get("warc-type", "")
-    if rec_type not in _INDEXED_TYPES:
-        return None
-    content_type = headers.get("content-type", "")
-    if rec_type == "resource" and content_type == "application/warc-fields":
-        return None
-    url = headers.get("warc-target-uri", "")
-    date = headers.get("warc-date", "")
-    timestamp = re.sub(r"\D", "", date)[:14]
-    status = mime = None
-    if rec_type == "revisit":
-        mime = "warc/revisit"
-    if content_type.startswith("application/http"):
-        head_end = block.find(_HEAD_END)
-        head = block if head_end < 0 else block[: head_end + 4]
-        status, http_mime = _status_and_mime(head)
-        mime = mime or http_mime
-    elif rec_type == "resource":
-        mime = _MIME_SPLIT.split(content_type.strip(), 1)[0].strip()
-    return _IndexEntry(
-        url=url,
-        timestamp=timestamp,
-        mime=mime,
-        status=status,
-        digest=headers.get("warc-payload-digest"),
-        offset=offset,
-        length=length,
-    )
-
-
-# ---------------------------------------------------------------- repair
-
-
-def repair(folder: Path) -> list[Path]:
-    """Finish what a crash left: every ``*.warc.gz.open`` is cut after its
-    last complete record, indexed and renamed; a ``.warc.gz`` without its
-    ``.cdxj`` gets one. Returns the repaired ``.warc.gz`` paths. Run it at
-    start-up, before any writer works in ``folder``: an ``.open`` file of a
-    live writer looks exactly like a crashed one."""
-    folder = Path(folder)
-    repaired = []
-    for path in sorted(folder.glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")):
-        final = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
-        good_end = _complete_prefix_bytes(path)
-        with open(path, "r+b") as fh:
-            fh.truncate(good_end)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _write_lines(cdxj_path(final), index_warc(path, filename=final.name), fsync=True)
-        os.replace(path, final)
-        repaired.append(final)
-    for path in sorted(folder.glob(f"*{WARC_SUFFIX}")):
-        if path not in repaired and not cdxj_path(path).exists():
-            _write_lines(cdxj_path(path), index_warc(path), fsync=True)
-            repaired.append(path)
-    if repaired:
-        _fsync_dir(folder)
-    return sorted(repaired)
-
-
-def _complete_prefix_bytes(path: Path) -> int:
-    end = 0
-    with open(path, "rb") as fh:
-        for offset, length, data in _scan_members(fh):
-            if offset != end or _parse_record(data) is None:
-                break
-            end = offset + length
-    return end
-
-
-def _scan_members(fh: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
-    """Yield (offset, length, decompressed bytes) per complete gzip member;
-    stop silently at the first truncated or corrupt member."""
-    buf = b""  # bytes read from the file, not yet decompressed
-    buf_at = 0  # file offset of buf[0]
-    while True:
-        buf = buf or fh.read(_SCAN_CHUNK_BYTES)
-        if not buf:
-            return
-        member_at = buf_at
-        gz = zlib.decompressobj(31)
-        out = []
-        while True:
-            try:
-                out.append(gz.decompress(buf))
-            except zlib.error:
-                return
-            if gz.eof:
-                rest = gz.unused_data
-                buf_at += len(buf) - len(rest)
-                buf = rest
-                break
-            buf_at += len(buf)
-            buf = fh.read(_SCAN_CHUNK_BYTES)
-            if not buf:
-                return
-        yield member_at, buf_at - member_at, b"".join(out)
-
-
-def _parse_record(data: bytes) -> tuple[dict[str, str], bytes] | None:
-    """(lower-cased WARC headers, block) if ``data`` is exactly one complete
-    WARC record, else None."""
-    head_end = data.find(_HEAD_END)
-    if not data.startswith(b"WARC/1.") or head_end < 0:
-        return None
-    headers: dict[str, str] = {}
-    for line in data[:head_end].decode("utf-8", "replace").split("\r\n")[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            headers.setdefault(name.strip().lower(), value.strip())
-    try:
-        length = int(headers.get("content-length", ""))
-    except ValueError:
-        return None
-    block_start = head_end + 4
-    if len(data) != block_start + length + 4 or not data.endswith(_RECORD_END):
-        return None
-    return headers, data[block_start : block_start + length]
-
-
-# ---------------------------------------------------------------- reading
-
-
-def iter_records(path: Path, *, check_digests: bool = True) -> Iterator[StoredRecord]:
-    """Read every record of a WARC file with warcio (digests verified unless
-    told otherwise; a mismatch raises ValueError)."""
-    from warcio.archiveiterator import ArchiveIterator
-
-    with open(path, "rb") as fh:
-        it = ArchiveIterator(fh, check_digests=check_digests)
-        for record in it:
-            payload = record.raw_stream.read()
-            if check_digests and record.digest_checker.passed is False:
-                raise ValueError(f"digest mismatch: {list(record.digest_checker.problems)}")
-            http = record.http_headers
-            yield StoredRecord(
-                rec_type=record.rec_type,
-                offset=it.get_record_offset(),
-                length=it.get_record_length() or 0,
-                warc_headers=dict(record.rec_headers.headers),
-                http_status=http.get_statuscode() if http and record.rec_type != "request" else None,
-                http_headers=list(http.headers) if http else [],
-                payload=payload,
-            )
 
 
 # ---------------------------------------------------------------- small parts
@@ -758,25 +522,3 @@ def _warc_fields(fields: dict[str, str]) -> bytes:
         _check_value(name, value)
         lines.append(f"{name}: {value}\r\n")
     return "".join(lines).encode("utf-8")
-
-
-def _status_and_mime(head: bytes) -> tuple[str | None, str | None]:
-    """Status code and bare media type of an HTTP response head, the way
-    cdxj-indexer derives them (so our index and its index agree)."""
-    line_end = head.find(b"\n")
-    status_line = head[: line_end if line_end >= 0 else len(head)].decode("latin-1").strip()
-    parts = status_line.split(None, 2)
-    status = parts[1] if len(parts) > 1 else None
-    match = _CONTENT_TYPE.search(head, line_end + 1 if line_end >= 0 else len(head))
-    mime = None
-    if match:
-        mime = _MIME_SPLIT.split(match.group(1).decode("latin-1").strip(), 1)[0].strip()
-    return status, mime
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -64,6 +64,13 @@ CREATE INDEX IF NOT EXISTS fetches_url ON fetches(url);
 CREATE TABLE IF NOT EXISTS hosts (key TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (origin TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404, per fetch
+    url TEXT NOT NULL, at REAL NOT NULL, flag TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS flags_url ON flags(url);
+CREATE TABLE IF NOT EXISTS digests (            -- first capture of each payload (exact dedup)
+    digest TEXT PRIMARY KEY, url TEXT NOT NULL, at REAL NOT NULL, record_id TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS simhashes (          -- near-duplicate index, in insertion order
+    id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, fp INTEGER NOT NULL, scope TEXT NOT NULL);
 """
 
 
@@ -147,6 +154,12 @@ class SqliteStore:
                 )
             if b.dead_letters:
                 db.executemany("INSERT INTO dead_letters VALUES (?, ?, ?)", b.dead_letters)
+            if b.flags:
+                db.executemany("INSERT INTO flags VALUES (?, ?, ?, ?)", b.flags)
+            if b.digests:
+                db.executemany("INSERT OR IGNORE INTO digests VALUES (?, ?, ?, ?)", b.digests)
+            if b.simhashes:
+                db.executemany("INSERT INTO simhashes(doc_id, fp, scope) VALUES (?, ?, ?)", b.simhashes)
             if b.meta:
                 db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(b.meta.items()))
             db.execute("COMMIT")
@@ -175,6 +188,15 @@ class SqliteStore:
 
     def robots(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
+
+    def iter_digests(self) -> Iterator[tuple]:
+        yield from self._db.execute("SELECT digest, url, at, record_id FROM digests")
+
+    def iter_simhashes(self) -> Iterator[tuple]:
+        yield from self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id")
+
+    def url_flags(self, url: str) -> list[tuple]:
+        return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
 
     def get_meta(self, k: str) -> str | None:
         row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()
@@ -213,6 +235,7 @@ class SqliteStore:
         out["fetches"], out["bytes"], out["first_at"], out["last_at"] = row
         out["hosts"] = self._db.execute("SELECT count(DISTINCT key) FROM urls").fetchone()[0]
         out["dead_letters"] = self._db.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+        out["flags"] = dict(self._db.execute("SELECT flag, count(*) FROM flags GROUP BY flag").fetchall())
         out["robots_fetches"] = self._db.execute(
             "SELECT count(*) FROM fetches WHERE kind='robots'"
         ).fetchone()[0]

@@ -1,0 +1,170 @@
+"""Budget defence in the running crawl: traps, exact and near duplicates, soft-404s.
+
+What it owns: the core's `TrapGuard`, `ExactDupIndex`, `NearDupIndex` and
+`Soft404Book` for one crawl, their persistence in the store, and the
+counters `courtly stats` shows. The crawler asks it four questions:
+
+* `admit(key, url, depth, now)`: may a newly discovered URL enter the frontier,
+  and at which band (a trap suspect's URLs drop to the lowest band)?
+* `before_fetch(key, url, now)`: has a suspicion opened since it was queued?
+* `first_capture(url, body, at)`: was this payload stored before? (then the
+  WARC gets a revisit record instead of a second copy)
+* `page(...)`: is this page a near-duplicate of one already seen on its host,
+  or its host's soft-404 error page? Near-duplicates are marked, not deleted;
+  links found on them (and on soft-404s) are deprioritised.
+
+Near-duplicates are judged on the page's main text (boilerplate removed), so
+a changed ad, timestamp or navigation does not hide a copy.
+
+With `[budget] enabled = false` every question answers "allow" (the
+before/after benchmark uses that), except the plain depth cap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from courtly.core.fingerprint import (
+    ExactDupIndex,
+    FirstCapture,
+    NearDupIndex,
+    from_signed64,
+    payload_digest,
+    simhash64,
+    to_signed64,
+)
+from courtly.core.maintext import main_text
+from courtly.core.soft404 import Soft404Book, error_fingerprint
+from courtly.core.traps import ALLOW, AllowEntry, TrapConfig, TrapGuard, Verdict
+from courtly.core.types import Reason
+
+__all__ = ["BudgetDefence", "PageJudgement", "LOW_BAND"]
+
+LOW_BAND = 6   # links found only on near-duplicates and soft-404 pages
+
+
+@dataclass(frozen=True, slots=True)
+class PageJudgement:
+    near_dup_of: str | None = None   # canonical page of its cluster, when a near-duplicate
+    soft404: bool = False
+
+    @property
+    def low_value(self) -> bool:
+        return self.near_dup_of is not None or self.soft404
+
+
+class BudgetDefence:
+    def __init__(self, cfg, rng) -> None:
+        b = cfg.budget
+        self.enabled = b.enabled
+        self.probe_soft404 = b.enabled and b.soft404_probe
+        self.depth_max = cfg.crawl.depth_max
+        self.rng = rng
+        self.trap_config = TrapConfig(
+            daily_new_urls_max=b.daily_new_urls_max,
+            depth_max=cfg.crawl.depth_max,
+            url_length_max=cfg.urls.length_max,
+            allowlist=tuple(AllowEntry(a.key, a.new_urls_per_day, a.owner, a.expires_at()) for a in b.allow),
+        )
+        self.traps = TrapGuard(self.trap_config, rng)
+        self.exact = ExactDupIndex()
+        self.near = NearDupIndex(b.near_dup_distance)
+        self.soft404 = Soft404Book()
+        self.counts: Counter[str] = Counter()
+
+    # ---- persistence ----------------------------------------------------------
+
+    def load(self, store) -> None:
+        traps = store.get_meta("traps")
+        if traps:
+            self.traps = TrapGuard.restore(json.loads(traps), self.trap_config, self.rng)
+        soft = store.get_meta("soft404")
+        if soft:
+            self.soft404 = Soft404Book.restore(json.loads(soft))
+        for digest, url, at, record_id in store.iter_digests():
+            self.exact.add(digest, url, at, record_id)
+        for doc_id, fp, scope in store.iter_simhashes():
+            self.near.add(doc_id, from_signed64(fp), scope)
+
+    def save(self, batch) -> None:
+        """Snapshot the guard and the soft-404 book into `batch` (called at commits)."""
+        if self.enabled:
+            batch.meta["traps"] = json.dumps(self.traps.snapshot())
+            batch.meta["soft404"] = json.dumps(self.soft404.snapshot())
+
+    # ---- questions --------------------------------------------------------------
+
+    def admit(self, key: str, url: str, depth: int, now: float, *, seed: bool = False) -> Verdict:
+        if not self.enabled:
+            if depth > self.depth_max:
+                return Verdict(False, reason=Reason.DEPTH, rule="depth",
+                               detail=f"depth {depth} > {self.depth_max}")
+            return ALLOW
+        if seed:
+            self.traps.note_discovered(key, url, now)
+            return ALLOW
+        v = self.traps.check_new_url(key, url, depth, now)
+        if not v.allowed and v.reason is Reason.BUDGET:
+            self.counts["budget_denied"] += 1
+        return v
+
+    def before_fetch(self, key: str, url: str, now: float) -> Verdict:
+        return self.traps.check_queued(key, url, now) if self.enabled else ALLOW
+
+    def first_capture(self, url: str, body: bytes, at: float, batch) -> FirstCapture | None:
+        """The earlier capture of this exact payload, or None (then it is remembered)."""
+        if not self.enabled or not body:
+            return None
+        digest = payload_digest(body)
+        first = self.exact.add(digest, url, at)
+        if first is None:
+            batch.digests.append((digest, url, at, ""))
+        else:
+            self.counts["exact_dup"] += 1
+            batch.flags.append((url, at, "exact_dup", first.url))
+        return first
+
+    def page(self, *, url: str, key: str, host: str, origin: str, content: bytes, content_type: str,
+             canonical: str | None, now: float, batch) -> PageJudgement:
+        if not self.enabled:
+            return PageJudgement()
+        text = main_text(content, content_type)
+        if self.soft404.is_soft(origin) and self.soft404.is_soft404(origin, error_fingerprint(text, url)):
+            self.counts["soft404"] += 1
+            batch.flags.append((url, now, "soft404", origin))
+            self.traps.note_fetch(key, url, False, now)
+            return PageJudgement(soft404=True)
+        if not text.strip():
+            self.traps.note_fetch(key, url, False, now)
+            return PageJudgement()
+        fp = simhash64(text)
+        near_dup = bool(self.near.find(fp, scope=host, limit=1))
+        canonical_doc = self.near.add(url, fp, host)
+        batch.simhashes.append((url, to_signed64(fp), host))
+        if canonical and canonical != url and self.near.canonical_of(canonical) is not None:
+            if self.near.prefer_canonical(url, canonical):
+                canonical_doc = canonical
+        self.traps.note_fetch(key, url, near_dup, now)
+        if near_dup:
+            self.counts["near_dup"] += 1
+            batch.flags.append((url, now, "near_dup", canonical_doc))
+            return PageJudgement(near_dup_of=canonical_doc)
+        return PageJudgement()
+
+    # ---- soft-404 probes ---------------------------------------------------------
+
+    def needs_probe(self, origin: str, now: float) -> bool:
+        return self.probe_soft404 and self.soft404.needs_probe(origin, now)
+
+    def probe_url(self, origin: str) -> str:
+        return self.soft404.probe_url(origin, self.rng)
+
+    def record_probe(self, origin: str, url: str, status: int, content: bytes, content_type: str,
+                     now: float) -> None:
+        fp = error_fingerprint(main_text(content, content_type), url) if status == 200 and content else None
+        self.soft404.record_probe(origin, status, fp, now)
+
+    def suspects(self):
+        return self.traps.suspects() if self.enabled else []

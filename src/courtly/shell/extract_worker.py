@@ -1,0 +1,166 @@
+"""The worker side of the extract pool: the child process and the wire.
+
+Owns what runs inside an extract worker process and the messages it
+exchanges with `courtly.shell.extract.ExtractPool` (the parent side).
+
+Theory of operation
+
+- `worker_main` is the target of a `multiprocessing` *spawn* process: the
+  child imports this module by its path, so it stays small and imports no
+  asyncio. It sets RLIMIT_AS to `memory_bytes_max`, ignores SIGINT (the
+  parent decides when it stops), says `READY`, then serves tasks in order
+  over its end of a Unix socket pair until EOF.
+- Frames are a 4-byte big-endian length (`HEADER`) and a `marshal`-encoded
+  tuple: the request is ``(task_id, url, content_type, x_robots_tag, body)``,
+  the reply ``("ok", task_id, page_tuple)`` (`encode_page` / `decode_page`).
+  No pickle, no per-link objects on the wire.
+- Each task arms a SIGALRM at ``2 * task_s_max + 1`` s with the default
+  action, so a hung worker whose parent died still ends. On MemoryError the
+  worker sends ``("memory",)`` and exits with status `EXIT_MEMORY`.
+
+Rules: the fault hooks of `_inject_fault` (markers in the body) act only
+when the pool was built with ``_test_faults=True``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import marshal
+import os
+import re
+import signal
+import socket
+import struct
+import time
+
+from courtly.core.links import Link, PageLinks, extract_links
+
+__all__ = ["EXIT_MEMORY", "HEADER", "READY", "decode_page", "encode_page", "frame", "worker_main"]
+
+HEADER = struct.Struct("!I")    # frame length, big-endian
+EXIT_MEMORY = 86                # exit status after a MemoryError
+READY = ("ready",)              # the first message of a started worker
+
+
+# -- the wire --------------------------------------------------------------------------
+
+
+def frame(payload: bytes) -> bytes:
+    """`payload` with its length in front: one message on the socket."""
+    return HEADER.pack(len(payload)) + payload
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            return None
+        got += n
+    return bytes(buffer)
+
+
+def encode_page(page: PageLinks) -> tuple:
+    """`page` as plain tuples for `marshal` (the worker's reply)."""
+    links = tuple((link.url, link.kind, link.nofollow) for link in page.links)
+    return (links, page.canonical, page.noindex, page.nofollow, page.base, page.title, page.error)
+
+
+def decode_page(data: tuple) -> PageLinks:
+    """The `PageLinks` that `encode_page` encoded (read by the pool)."""
+    links, canonical, noindex, nofollow, base, title, error = data
+    links = tuple(itertools.starmap(Link, links))  # ~40 % faster than a listcomp
+    return PageLinks(links, canonical, noindex, nofollow, base, title, error)
+
+
+# -- the worker process ----------------------------------------------------------------
+
+
+def worker_main(
+    sock: socket.socket,
+    memory_bytes_max: int,
+    task_s_max: float,
+    user_agent_token: str,
+    links_max: int,
+    test_faults: bool,
+) -> None:
+    """Serve tasks from `sock` until EOF (runs in the worker process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _limit_memory(memory_bytes_max)
+    options = (user_agent_token, links_max, test_faults, memory_bytes_max)
+    try:
+        sock.sendall(frame(marshal.dumps(READY)))
+        while _serve_one(sock, 2 * task_s_max + 1, options):
+            pass
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent went away or stopped us before we were ready
+
+
+def _serve_one(sock: socket.socket, alarm_s: float, options: tuple[str, int, bool, int]) -> bool:
+    """Read one task, answer it; False at EOF. Exits on MemoryError."""
+    header = _recv_exact(sock, HEADER.size)
+    payload = _recv_exact(sock, HEADER.unpack(header)[0]) if header else None
+    if payload is None:
+        return False
+    user_agent_token, links_max, test_faults, memory_bytes_max = options
+    signal.setitimer(signal.ITIMER_REAL, alarm_s)  # default action: terminate
+    try:
+        task_id, url, content_type, x_robots_tag, body = marshal.loads(payload)
+        del payload
+        if test_faults:
+            _inject_fault(body, memory_bytes_max)
+        page = extract_links(
+            body, url, content_type=content_type, x_robots_tag=x_robots_tag,
+            user_agent_token=user_agent_token, links_max=links_max,
+        )
+        reply = marshal.dumps(("ok", task_id, encode_page(page)))
+    except MemoryError:
+        reply = None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if reply is None:
+        try:
+            sock.sendall(frame(marshal.dumps(("memory",))))
+        finally:
+            os._exit(EXIT_MEMORY)
+    sock.sendall(frame(reply))
+    return True
+
+
+def _limit_memory(memory_bytes_max: int) -> None:
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_bytes_max if hard == resource.RLIM_INFINITY else min(hard, memory_bytes_max)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+# -- test faults ----------------------------------------------------------------------
+
+_FAULT = re.compile(rb"courtly-fault:([a-z-]+)(?::([^\s<>\"']+))?")
+
+
+def _inject_fault(body: bytes, memory_bytes_max: int) -> None:
+    """Test-only misbehaviour, named by a marker in the body."""
+    match = _FAULT.search(body[:4096])
+    if not match:
+        return
+    fault, arg = match.group(1), match.group(2)
+    if fault == b"once" and arg:  # fail on the first attempt only (a flag file)
+        path = os.fsdecode(arg)
+        if os.path.exists(path):
+            return
+        open(path, "w").close()
+        os._exit(13)
+    if fault == b"sleep" and arg:
+        time.sleep(float(arg))
+    if fault == b"hang":
+        while True:
+            time.sleep(1)
+    if fault == b"exit":
+        os._exit(13)
+    if fault == b"segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if fault == b"alloc":
+        bytearray(memory_bytes_max + 1)

@@ -1,0 +1,109 @@
+"""`courtly sim`: the freshness simulation in virtual time, three policies side by side.
+
+    courtly sim --seed 1 --days 30 --pages 100000 --hosts 1000 --budget 50000
+
+builds the model web of the seed, runs courtly's recrawl scheduler through the
+real frontier and politeness on a virtual clock, computes uniform recrawl and
+the optimum (true rates, same budget and tier bounds), and prints freshness
+(plain and importance-weighted), mean age per tier, the ratio to the optimum
+and the run time. Same arguments -> same numbers. `--check R` exits 1 when
+courtly reaches less than R of the optimum (the message names the seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from courtly.sim.freshness import Comparison, PolicyFigures, compare
+from courtly.sim.virtual import SimParams
+
+__all__ = ["main", "parser", "render"]
+
+
+def parser() -> argparse.ArgumentParser:
+    d = SimParams()
+    ap = argparse.ArgumentParser(prog="courtly sim", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--days", type=float, default=d.days)
+    ap.add_argument("--pages", type=int, default=d.pages)
+    ap.add_argument("--hosts", type=int, default=d.hosts)
+    ap.add_argument("--budget", type=int, default=None, help="fetches per day (default: pages / 2)")
+    ap.add_argument("--intent", choices=("search", "monitor", "archive"), default=d.intent)
+    ap.add_argument("--index", choices=("freshness", "staleness"), default=d.index,
+                    help="courtly's revisit index (staleness = greedy importance x P(changed))")
+    ap.add_argument("--alpha", type=float, default=d.importance_alpha, help="importance power law exponent")
+    ap.add_argument("--failure-rate", type=float, default=d.failure_rate)
+    ap.add_argument("--warmup-days", type=float, default=d.warmup_days)
+    ap.add_argument("--period", type=float, default=d.period_s, help="plan period in seconds")
+    ap.add_argument("--simulate-references", action="store_true",
+                    help="also drive uniform and optimal through the simulated crawl")
+    ap.add_argument("--report", action="store_true", help="print the scheduler's per-day, per-tier report")
+    ap.add_argument("--check", type=float, default=None, metavar="RATIO",
+                    help="exit 1 if courtly/optimal (weighted freshness) is below RATIO")
+    return ap
+
+
+def _hours(s: float) -> str:
+    return f"{s / 3600:8.2f}"
+
+
+def _row(f: PolicyFigures, optimal: PolicyFigures) -> str:
+    ratio = f.freshness_w / optimal.freshness_w if optimal.freshness_w else float("nan")
+    tiers = " ".join(f"{t.freshness_w:6.3f} {_hours(t.age_s)}" for t in f.tiers)
+    return (f"{f.name:22s} {f.freshness_w:8.4f} {f.freshness:8.4f} {_hours(f.age_s)} {ratio:7.3f} "
+            f"{f.fetches_per_day:10.0f}   {tiers}")
+
+
+def render(c: Comparison, p: SimParams) -> str:
+    tiers = " ".join(f"{'F_w t' + str(t.tier):>6s} {'age_h':>8s}" for t in c.courtly.tiers)
+    lines = [
+        f"courtly sim  seed={p.seed} days={p.days:g} pages={p.pages} hosts={p.hosts} "
+        f"budget={p.budget}/day intent={p.intent} index={p.index}",
+        f"{'policy':22s} {'F_w':>8s} {'F':>8s} {'age_h':>8s} {'/opt':>7s} {'fetch/day':>10s}   {tiers}",
+    ]
+    for f in (c.courtly, c.uniform, c.optimal, *c.extra):
+        lines.append(_row(f, c.optimal))
+    lines.append(f"tier pages: " + ", ".join(f"t{t.tier}={t.pages}" for t in c.courtly.tiers))
+    lines.append(f"courtly / optimal: {c.ratio:.3f} (importance-weighted freshness), {c.ratio_plain:.3f} (plain)")
+    lines.append(f"fetches {c.fetches} (failed {c.failures}, 304 {c.not_modified}); multiplier {c.multiplier:.4g}"
+                 if c.multiplier is not None else f"fetches {c.fetches}")
+    lines.append(f"run time {c.wall_s:.1f} s (simulated crawl {c.drive_s:.1f} s; CPU {c.cpu_s:.1f} s)")
+    return "\n".join(lines)
+
+
+def _report(c: Comparison) -> str:
+    out = ["day tier allocated forced hinted late min_iv  age_p50_h age_p90_h"]
+    for r in c.report:
+        p50 = "-" if r.age_p50_s is None else f"{r.age_p50_s / 3600:.2f}"
+        p90 = "-" if r.age_p90_s is None else f"{r.age_p90_s / 3600:.2f}"
+        out.append(f"{r.day:3d} {r.tier:4d} {r.allocated:9d} {r.forced:6d} {r.hinted:6d} {r.denied_budget:4d} "
+                   f"{r.denied_min_interval:6d} {p50:>10s} {p90:>9s}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        p = SimParams(seed=a.seed, days=a.days, pages=a.pages, hosts=a.hosts,
+                      budget=a.budget if a.budget is not None else max(1, a.pages // 2),
+                      intent=a.intent, index=a.index, importance_alpha=a.alpha,
+                      failure_rate=a.failure_rate, warmup_days=a.warmup_days, period_s=a.period)
+    except ValueError as exc:
+        print(f"courtly sim: {exc}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    c = compare(p, simulate_references=a.simulate_references)
+    print(render(c, p))
+    if a.report:
+        print(_report(c))
+    if a.check is not None and not c.ratio >= a.check:
+        print(f"courtly sim: FAILED seed={p.seed}: courtly/optimal {c.ratio:.3f} < {a.check}"
+              f" ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

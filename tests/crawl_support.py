@@ -1,0 +1,117 @@
+"""End-to-end helpers: the simulated web as a child process, the CLI as users run it.
+
+Imported by tests (`from crawl_support import ...`); tests/ is on pytest's path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from courtly.runtime.demo import simweb_process
+
+TEST_CONFIG = """
+[crawl]
+contact = "tests@example.org"
+fetch_tasks = 64
+[politeness]
+delay_s = {delay_s}
+crawl_delay_s_max = {crawl_delay_s_max}
+response_factor = 2.0
+[fetch]
+total_s = 3.0
+connect_s = 2.0
+body_bytes_max = 2000000
+[store]
+commit_interval_s = 0.2
+"""
+
+DELAY_S = 0.2
+CRAWL_DELAY_S_MAX = 0.3
+
+
+def write_config(path: Path, *, delay_s: float = DELAY_S, crawl_delay_s_max: float = CRAWL_DELAY_S_MAX) -> Path:
+    path.write_text(TEST_CONFIG.format(delay_s=delay_s, crawl_delay_s_max=crawl_delay_s_max))
+    return path
+
+
+def courtly_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "courtly", *args]
+
+
+def run_courtly(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(courtly_cmd(*args), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def crawl_args(web, out: Path, config: Path) -> list[str]:
+    allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
+    args = ["crawl", "--config", str(config), "--seeds-file", str(web.out / "seeds.txt"),
+            "--hosts-file", str(web.hosts_file), "--out", str(out), "--quiet"]
+    for net in allowed:
+        args += ["--allow-network", net]
+    return args
+
+
+def log_lines(web) -> int:
+    try:
+        with open(web.log_file, "rb") as fh:
+            return sum(1 for _ in fh)
+    except FileNotFoundError:
+        return 0
+
+
+def db_rows(out: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    db = sqlite3.connect(str(out / "crawl.db"))
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+def check(web, **overrides):
+    from courtly.sim.check import check_log
+
+    time.sleep(1.2)  # the server flushes its log every second
+    params = dict(delay_s_min=DELAY_S, crawl_delay_s_max=CRAWL_DELAY_S_MAX)
+    params.update(overrides)
+    return check_log(web.log_file, web.manifest_file, **params)
+
+
+@pytest.fixture
+def simweb_factory(tmp_path):
+    """simweb_factory(*args) -> handle; every web started is stopped after the test."""
+    stack = []
+
+    def start(*args: str):
+        cm = simweb_process(tmp_path / f"sim{len(stack)}", list(args))
+        web = cm.__enter__()
+        stack.append(cm)
+        return web
+
+    yield start
+    for cm in reversed(stack):
+        cm.__exit__(None, None, None)
+
+
+def kill_when(proc: subprocess.Popen, web, lines: int, timeout: float = 120) -> bool:
+    """SIGKILL `proc` once the server log holds `lines` lines; False if it ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        if log_lines(web) >= lines:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    raise AssertionError(f"crawl did not reach {lines} logged requests in {timeout} s")
