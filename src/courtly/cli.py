@@ -63,6 +63,13 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="crawl-out", help="crawl folder")
     s.add_argument("--json", action="store_true")
 
+    r = sub.add_parser("review", help="the trap review queue: suspected hosts, and resolving them")
+    r.add_argument("--out", default="crawl-out", help="crawl folder")
+    r.add_argument("--resolve", nargs=2, metavar=("KEY", "trap|legit"),
+                   help="close a suspicion: 'legit' re-queues what it denied, 'trap' denies for good")
+    r.add_argument("--rule", help="resolve only this rule's suspicion")
+    r.add_argument("--json", action="store_true")
+
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
     return p
@@ -91,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_explain(args)
         if args.command == "stats":
             return _cmd_stats(args)
+        if args.command == "review":
+            return _cmd_review(args)
     except KeyboardInterrupt:
         print("courtly: interrupted", file=sys.stderr)
         return 130
@@ -221,6 +230,22 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     from courtly.runtime.report import stats
 
     print(stats(Path(args.out), as_json=args.json))
+    return 0
+
+
+def _cmd_review(args: argparse.Namespace) -> int:
+    from courtly.runtime.report import review
+    from courtly.runtime.wiring import UsageError, crawl_folder
+
+    out = Path(args.out)
+    if args.resolve is None:
+        print(review(out, as_json=args.json))
+        return 0
+    key, verdict = args.resolve
+    if verdict not in ("trap", "legit"):
+        raise UsageError("--resolve wants KEY trap|legit")
+    with crawl_folder(out):   # never while a crawl runs on this folder
+        print(review(out, resolve=(key, verdict), rule=args.rule))
     return 0
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
-__all__ = ["explain", "stats"]
+__all__ = ["explain", "stats", "review"]
 
 
 def _open(out: Path) -> SqliteStore:
@@ -26,6 +26,21 @@ def _when(at: float | None) -> str:
     if at is None:
         return "-"
     return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _open_suspects(out: Path) -> int:
+    import random
+
+    from courtly.core.traps import TrapConfig, TrapGuard
+
+    store = _open(out)
+    try:
+        raw = store.get_meta("traps")
+    finally:
+        store.close()
+    if not raw:
+        return 0
+    return len(TrapGuard.restore(json.loads(raw), TrapConfig(), random.Random(0)).suspects())
 
 
 def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
@@ -51,11 +66,13 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
                 parent = store.url_record(via)
                 via = parent["via"] if parent else ""
         children = store.linked_from(rec["url"]) if rec else []
+        flags = store.url_flags(rec["url"]) if rec else []
     finally:
         store.close()
     if as_json:
         return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches,
-                           "via_chain": chain, "links_sample": children, "note": note},
+                           "via_chain": chain, "links_sample": children, "note": note,
+                           "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in flags]},
                           indent=2, default=str), rec is not None
     lines = [f"URL        {url}"]
     if norm != url:
@@ -76,6 +93,10 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         warc = f"  warc {f['warc']}" if f["warc"] else ""
         lines.append(f"fetched    {_when(f['at'])}  {what}  {f['bytes']} bytes  {f['elapsed_s']:.3f} s"
                      f"  ip {f['ip'] or '-'}{warc}")
+    for at, flag, detail in flags:
+        what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
+                "soft404": "soft-404 (the error page of)"}.get(flag, flag)
+        lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")
     if children:
@@ -89,6 +110,7 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         c = store.counts()
     finally:
         store.close()
+    c["trap_suspects_open"] = _open_suspects(out)
     warcs = sorted((out / "warc").glob("*.warc.gz")) if (out / "warc").exists() else []
     c["warc_files"] = len(warcs)
     c["warc_bytes"] = sum(p.stat().st_size for p in warcs)
@@ -105,6 +127,10 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         "HTTP statuses  " + ("  ".join(f"{k}: {v}" for k, v in c["statuses"].items()) or "-"),
         f"WARC           {c['warc_files']} files, {c['warc_bytes'] / 2**20:.1f} MiB",
         f"dead letters   {c['dead_letters']}",
+        f"budget         exact duplicates {c['flags'].get('exact_dup', 0)} (stored as revisits), "
+        f"near-duplicates {c['flags'].get('near_dup', 0)}, soft-404s {c['flags'].get('soft404', 0)}, "
+        f"budget denials {c['reasons'].get('budget', 0)}, trap denials {c['reasons'].get('trap', 0)}, "
+        f"open trap suspects {c['trap_suspects_open']} (courtly review)",
         "not fetched, by reason:",
     ]
     if c["reasons"]:
@@ -112,3 +138,48 @@ def stats(out: Path, *, as_json: bool = False) -> str:
     else:
         lines.append("  (none)")
     return "\n".join(lines)
+
+
+def review(out: Path, *, resolve: tuple[str, str] | None = None, rule: str | None = None,
+           now: float | None = None, as_json: bool = False) -> str:
+    """The trap review queue; with `resolve=(key, "trap"|"legit")` close a suspicion.
+
+    Resolving "legit" re-queues the URLs the rule had denied on that host (their
+    decisions name the rule); "trap" keeps denying them for good. Resolving
+    writes to the store, so it needs the crawl folder unlocked (no crawl running).
+    """
+    import random
+    import time
+
+    from courtly.core.traps import TrapConfig, TrapGuard
+    from courtly.ports import Batch
+
+    store = _open(out)
+    try:
+        raw = store.get_meta("traps")
+        guard = TrapGuard.restore(json.loads(raw), TrapConfig(), random.Random(0)) if raw else None
+        suspects = guard.suspects() if guard else []
+        if resolve is None:
+            if as_json:
+                return json.dumps([{"key": s.key, "rule": s.rule, "scope": s.scope, "since": s.since,
+                                    "evidence": s.evidence} for s in suspects], indent=2)
+            if not suspects:
+                return "review queue empty: no host is suspected of being a trap"
+            lines = [f"{len(suspects)} suspected trap(s); resolve with: courtly review --out {out} "
+                     f"--resolve KEY trap|legit [--rule RULE]"]
+            for s in suspects:
+                denied = store.count_denied(s.key, "trap")
+                lines.append(f"  {s.key:<28} rule {s.rule:<20} since {_when(s.since)}  "
+                             f"{denied} URLs denied  scope {s.scope or 'host'}\n      evidence: {s.evidence}")
+            return "\n".join(lines)
+        key, verdict = resolve
+        if guard is None or not any(s.key == key for s in suspects):
+            raise StoreError(f"{key} is not in the review queue")
+        at = time.time() if now is None else now
+        closed = guard.resolve_suspect(key, verdict, at, rule)
+        requeued = store.requeue_denied(key, "trap", rule) if verdict == "legit" else 0
+        store.apply(Batch(meta={"traps": json.dumps(guard.snapshot())}))
+        return (f"{key}: {closed} suspicion(s) resolved as {verdict}"
+                + (f"; {requeued} denied URLs queued again" if verdict == "legit" else ""))
+    finally:
+        store.close()

@@ -198,6 +198,24 @@ class SqliteStore:
     def url_flags(self, url: str) -> list[tuple]:
         return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
 
+    def count_denied(self, key: str, reason: str) -> int:
+        return self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
+                                (key, reason)).fetchone()[0]
+
+    def requeue_denied(self, key: str, reason: str, rule: str | None = None) -> int:
+        """Queue again the URLs of `key` skipped for `reason` (and `rule`, whose
+        name starts the decision's detail). Returns how many."""
+        sql = ("UPDATE urls SET state='queued', reason=NULL, detail=NULL"
+               " WHERE key = ? AND state = 'skipped' AND reason = ?")
+        args: tuple = (key, reason)
+        if rule:
+            sql += " AND detail LIKE ?"
+            args += (rule + "%",)
+        self._db.execute("BEGIN")
+        n = self._db.execute(sql, args).rowcount
+        self._db.execute("COMMIT")
+        return n
+
     def get_meta(self, k: str) -> str | None:
         row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()
         return row[0] if row else None
