@@ -67,8 +67,10 @@ def _install_chromium() -> str:
 
 
 def _install_playwright() -> str:
+    import importlib
+
     try:
-        import playwright.async_api  # noqa: F401
+        importlib.import_module("playwright.async_api")
         return ""
     except ImportError:
         pass
@@ -76,11 +78,9 @@ def _install_playwright() -> str:
                           capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         return f"pip install playwright failed: {proc.stderr.strip()[-300:]}"
+    importlib.invalidate_caches()
     try:
-        import importlib
-
-        importlib.invalidate_caches()
-        import playwright.async_api  # noqa: F401
+        importlib.import_module("playwright.async_api")
     except ImportError as e:
         return f"playwright installed but not importable: {e}"
     return ""

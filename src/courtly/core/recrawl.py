@@ -570,6 +570,8 @@ class RecrawlScheduler:
         self.policy = policy
         self._rng = rng
         self._tiers = policy.tiers
+        self._hi = [t.interval_s_max - policy.period_s for t in policy.tiers]  # forced before the max age
+        self._index = policy.index
         self._entries: dict[str, _Entry] = {}
         self._order: list[_Entry] = []
         self._cursor = 0
@@ -826,8 +828,10 @@ class RecrawlScheduler:
     def _interval(self, e: _Entry, mult: float) -> tuple[float, bool]:
         """(revisit interval, forced by the tier's max age)."""
         lo = e.min_interval_s
-        hi = max(lo, self._tiers[e.tier].interval_s_max - self.policy.period_s)
-        iv = revisit_interval(self.policy.index, mult, e.rate, e.importance)
+        hi = self._hi[e.tier]
+        if hi < lo:
+            hi = lo
+        iv = revisit_interval(self._index, mult, e.rate, e.importance)
         if iv >= hi:
             return hi, True
         return (iv if iv > lo else lo), False

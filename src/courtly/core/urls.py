@@ -139,6 +139,7 @@ DEFAULT_RULES = NormalizeRules()
 # --- splitting ------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def _lenient(text: str) -> str:
     """Browser leniency: trim C0/space at the ends, drop tab/CR/LF, and for
     http(s) read backslashes before the query as slashes."""
@@ -341,6 +342,8 @@ def _escapes(s: str, safe: frozenset[str]) -> str:
 
 def remove_dot_segments(path: str) -> str:
     """RFC 3986 section 5.2.4."""
+    if "." not in path or ("/." not in path and not path.startswith(".")):
+        return path   # no "." or ".." segment: nothing to remove (the common case)
     out: list[str] = []
     i, n = 0, len(path)
     while i < n:

@@ -16,7 +16,15 @@ attributes when the observer is attached (before `run()`, e.g. from
   so the seeds' decisions are not lost);
 - `crawler.fetcher`: a pass-through that times every request into the
   latency histogram, and notes each key's IP and origins and each IP's
-  request starts (for `ip_request_rate_max`).
+  request starts (for `ip_request_rate_max`). So the robots.txt counts and
+  the IP column cover the origins and keys this process has asked for.
+
+Cost: counters are read exactly on every call. Aggregates over every key
+(delay quantiles, back-off and robots counts, host states, the host table's
+order) are recomputed at most once per 20 times what they last cost, so with
+100,000 keys they may be a few seconds old and take at most ~5 % of the
+event loop however many pages and scrapers are open; with a few hundred
+keys they are fresh on every call. Rows of the host table are always current.
 
 Rules: read-only towards the crawl (nothing here changes what it fetches or
 when: no call to `politeness.ready_at` or `politeness.key` for unknown keys,
@@ -40,7 +48,7 @@ from typing import Any, Callable, Iterable
 
 from courtly.core.urls import politeness_key, split_origin
 
-__all__ = ["CrawlObserver", "page_rows", "LATENCY_BUCKETS_S"]
+__all__ = ["CrawlObserver", "page_rows", "select_keys", "LATENCY_BUCKETS_S"]
 
 # Upper bounds of the latency histogram; equal to courtly.shell.metrics.LATENCY_BUCKETS_S
 # (a test checks it: runtime does not import the shell).
@@ -49,6 +57,34 @@ DECISIONS_MAX = 1000
 IP_WINDOW_S = 5.0
 IP_STARTS_MAX = 1000          # per IP, within the window
 _ROBOTS_ORDER = {"failed": 0, "fetching": 1, "absent": 2, "fresh": 3}
+
+
+def select_keys(
+    keys: Iterable[str],
+    value: Callable[[str], Any],
+    need: int,
+    desc: bool,
+    match: Callable[[str], bool] | None = None,
+) -> tuple[int, list[str]]:
+    """(matching keys, the first `need` of them sorted by `value`).
+
+    A partial heap selection replaces the full sort when `need` is small.
+    None values sort last in both directions; ties are broken by key (in
+    ascending order both ways), so paging is stable."""
+    pool = [k for k in keys if match is None or match(k)]
+    if desc:
+        def sort_key(k: str):  # noqa: E306
+            v = value(k)
+            return (v is not None, v if v is not None else 0, _Rev(k))
+    else:
+        def sort_key(k: str):  # noqa: E306
+            v = value(k)
+            return (v is None, v if v is not None else 0, k)
+    if need < len(pool) // 4:
+        chosen = heapq.nlargest(need, pool, key=sort_key) if desc else heapq.nsmallest(need, pool, key=sort_key)
+    else:
+        chosen = sorted(pool, key=sort_key, reverse=desc)[:need]
+    return len(pool), chosen
 
 
 def page_rows(
@@ -63,25 +99,36 @@ def page_rows(
     """(matching keys, rows of keys[offset:offset+limit] sorted by `value`).
 
     Only the sort value of each key is computed; `row` is called for the keys
-    of the page alone, and a partial heap selection replaces the full sort when
-    the page is near the top. None values sort last in both directions; ties
-    are broken by key, so paging is stable."""
-    pool = [k for k in keys if match is None or match(k)]
-    total = len(pool)
-    need = offset + limit
-    if desc:
-        def sort_key(k: str):  # noqa: E306
-            v = value(k)
-            return (v is not None, v if v is not None else 0, _Rev(k))
-    else:
-        def sort_key(k: str):  # noqa: E306
-            v = value(k)
-            return (v is None, v if v is not None else 0, k)
-    if need < total // 4:
-        chosen = heapq.nlargest(need, pool, key=sort_key) if desc else heapq.nsmallest(need, pool, key=sort_key)
-    else:
-        chosen = sorted(pool, key=sort_key, reverse=desc)
-    return total, [row(k) for k in chosen[offset:need]]
+    of the page alone (see `select_keys` for the order)."""
+    total, chosen = select_keys(keys, value, offset + limit, desc, match)
+    return total, [row(k) for k in chosen[offset:]]
+
+
+class _Memo:
+    """Recomputes an aggregate over every key at most once per max(min_s,
+    `factor` x what it cost last time), so however many browsers and
+    scrapers ask, these scans take at most about 1/`factor` of the event
+    loop. With a few hundred keys that is every few milliseconds: fresh."""
+
+    def __init__(self, now: Callable[[], float], *, factor: float = 20.0, min_s: float = 0.0,
+                 entries_max: int = 32) -> None:
+        self._now = now
+        self._factor = factor
+        self._min_s = min_s
+        self._entries_max = entries_max
+        self._cache: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
+        start = self._now()
+        hit = self._cache.get(key)
+        if hit is not None and start < hit[0]:
+            return hit[1]
+        value = compute()
+        cost = max(0.0, self._now() - start)
+        if len(self._cache) >= self._entries_max:
+            self._cache.clear()
+        self._cache[key] = (start + max(self._min_s, self._factor * cost), value)
+        return value
 
 
 class _Rev(str):
@@ -130,8 +177,7 @@ class CrawlObserver:
         self._ip_starts: dict[str, deque[float]] = {}
         self._ip_window_s = ip_window_s
         self._closed = False
-        for origin in crawler.store.robots() if hasattr(crawler.store, "robots") else ():
-            self._note_origin(origin)
+        self._memo = _Memo(crawler.clock.now)
         for d in list(crawler.batch.decisions):   # (url, key, via, at, state, reason, detail, depth)
             self._note_decision(d[0], d[1], d[5], d[6], d[3])
         self._decide = crawler.decide
@@ -164,21 +210,13 @@ class CrawlObserver:
         self._by_reason[reason] += 1
         self._recent.append({"url": url, "reason": reason, "detail": detail, "at": at, "key": key})
 
-    def _note_origin(self, origin: str, key: str | None = None) -> None:
-        if key is None:
-            try:
-                key = politeness_key(split_origin(origin).host, self._key_mode)
-            except ValueError:
-                return
-        self._key_origins.setdefault(key, {})[origin] = None
-
     def _request_started(self, url: str, ip: str) -> None:
         try:
             o = split_origin(url)
             key = politeness_key(o.host, self._key_mode)
         except ValueError:
             return
-        self._note_origin(str(o), key)
+        self._key_origins.setdefault(key, {})[str(o)] = None
         if ip:
             self._key_ip[key] = ip
             now = self._c.clock.now()
@@ -203,8 +241,8 @@ class CrawlObserver:
     def snapshot(self, now: float) -> dict:
         c = self._c
         s = c.stats
-        ready, waiting, leased = c.frontier.counts(now)
-        delays, backing_off = self._delays(now)
+        ready, waiting, leased = self._memo.get("counts", lambda: c.frontier.counts(now))
+        delays, backing_off = self._memo.get("delays", lambda: self._delays(now))
         counts = [0] * len(self._latency)
         running = 0
         for i, n in enumerate(self._latency):
@@ -233,7 +271,7 @@ class CrawlObserver:
                                 "count": running},
             "seen": {"bloom_fill_ratio": c.seen.fill_ratio, "lookups": c.seen.lookups,
                      "false_positives": c.seen.false_positives},
-            "robots_origins": self._robots_counts(),
+            "robots_origins": self._memo.get("robots", self._robots_counts),
             "dup_ratio": {"exact": self._page_ratio("exact_dup"), "near": self._page_ratio("near_dup")},
             "trap_suspects_open": len(self._suspects()),
             "soft404_ratio": self._page_ratio("soft404"),
@@ -245,12 +283,14 @@ class CrawlObserver:
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:
         now = self._c.clock.now()
         pol = self._c.politeness
-        keys = pol.known_keys()
         suspects = self._suspects_by_key()
         q = query.lower()
         match = (lambda k: q in k or q in self._key_ip.get(k, "")) if q else None
         value = self._sort_value(sort, now, suspects)
-        return page_rows(keys, value, lambda k: self._row(k, now, suspects), offset, limit, desc, match)
+        need = offset + limit
+        total, chosen = self._memo.get(("hosts", sort, desc, q, need),
+                                       lambda: select_keys(pol.known_keys(), value, need, desc, match))
+        return total, [self._row(k, now, suspects) for k in chosen[offset:]]
 
     def decisions(self, limit: int) -> list[dict]:
         n = len(self._recent)
@@ -322,7 +362,9 @@ class CrawlObserver:
     def _suspects(self) -> list:
         """Open trap suspicions (the budget defence's, when the crawler has one)."""
         budget = getattr(self._c, "budget", None)
-        return list(budget.suspects()) if hasattr(budget, "suspects") else []
+        if not hasattr(budget, "suspects"):
+            return []
+        return self._memo.get("suspects", lambda: list(budget.suspects()))
 
     def _page_ratio(self, what: str) -> float:
         """Share of 2xx page responses the budget defence counted as `what`."""

@@ -81,7 +81,7 @@ class SimParams:
     days: float = 30.0
     pages: int = 100_000
     hosts: int = 1_000
-    budget: int = 100_000                 # fetches per day
+    budget: int = 50_000                  # fetches per day
     intent: str = "search"
     index: str = "freshness"              # courtly's index ("staleness" for the greedy rule)
     templates_per_host: int = 4
