@@ -103,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("courtly: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (courtly stats | head): not an error worth a traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except _expected_errors() as e:
         print(f"courtly: error: {e}", file=sys.stderr)
         return 2

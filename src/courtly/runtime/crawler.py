@@ -121,7 +121,8 @@ class Crawler:
         self.batch = Batch()
         self._attempts: dict[str, int] = {}
         self._hold: dict[str, float] = {}
-        self._warned_impolite = False      # key -> not before (robots fetch pending)
+        self._warned_impolite = False
+        self._reserved = 0     # pages being served (for the --max-pages budget)      # key -> not before (robots fetch pending)
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
@@ -187,10 +188,11 @@ class Crawler:
         return self._stopping
 
     def budget_left(self) -> int | None:
+        """Pages --max-pages still allows, counting those tasks have reserved."""
         m = self.cfg.crawl.max_pages
         if not m:
             return None
-        return m - self.stats.fetched - self.stats.in_flight
+        return m - self.stats.fetched - self._reserved
 
     async def run(self) -> CrawlStats:
         self.stats.started_at = self.clock.now()
@@ -294,7 +296,11 @@ class Crawler:
                 if left is not None and left <= 0:
                     break
                 item = remaining[0]
-                outcome = await self._serve(item, lease)
+                self._reserved += 1   # hold a page of the budget across the awaits below
+                try:
+                    outcome = await self._serve(item, lease)
+                finally:
+                    self._reserved -= 1
                 if outcome == "lost":
                     lost = True
                     return
