@@ -45,6 +45,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="pin a host name to an address, like curl --resolve; repeatable")
     c.add_argument("--hosts-file", help="JSON {host: ip} map (courtly simweb writes one)")
     c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"])
+    c.add_argument("--status", metavar="HOST:PORT",
+                   help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089")
     c.add_argument("--quiet", action="store_true", help="no progress display")
 
     d = sub.add_parser("demo", help="start the simulated web on loopback and crawl it (offline)")
@@ -199,7 +201,8 @@ def config_from_args(args: argparse.Namespace):
 
 def _cmd_crawl(args: argparse.Namespace) -> int:
     from courtly.runtime.progress import Progress
-    from courtly.runtime.wiring import crawl_folder, crawl_with_progress, resolve_overrides, run_async
+    from courtly.runtime.wiring import (UsageError, crawl_folder, crawl_with_progress, resolve_overrides,
+                                        run_async)
 
     cfg = config_from_args(args)
     resolve_overrides(cfg)  # validate before anything starts
@@ -209,11 +212,18 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         from courtly.runtime.wiring import UsageError
 
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
+    status = _parse_status(args.status)
+    if status is not None:
+        from courtly.runtime.wiring import port_problem
+
+        problem = port_problem(*status)
+        if problem:
+            raise UsageError(problem)
     with crawl_folder(out):
         for w in cfg.warnings():
             print(f"courtly: WARNING: {w}", file=sys.stderr)
         progress = Progress(enabled=not args.quiet)
-        stats = run_async(crawl_with_progress(cfg, out, seeds, progress))
+        stats = run_async(crawl_with_progress(cfg, out, seeds, progress, status=status))
     elapsed = max(1e-9, time.time() - stats.started_at)
     print(
         f"courtly: {stats.fetched} pages fetched in {elapsed:.1f} s "
@@ -222,6 +232,17 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _parse_status(value: str | None) -> tuple[str, int] | None:
+    if not value:
+        return None
+    from courtly.runtime.wiring import UsageError
+
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"--status wants HOST:PORT, not {value!r}")
+    return (host.strip("[]") or "127.0.0.1", int(port))
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

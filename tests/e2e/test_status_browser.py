@@ -315,7 +315,11 @@ async def _crawl_scenario(cfg, out: Path, seeds: list[str], chromium_path: str, 
                 page, errors = await open_page(browser, base)
                 await wait_snapshots(page, 2)
                 stats = await asyncio.wait_for(crawl, 600)   # the crawl ends; the page keeps polling
-                await wait_snapshots(page, await snapshots(page) + 2)
+                # figures are still now only once the IP rate window has emptied
+                await page.wait_for_function(
+                    "() => document.querySelector('.tile[data-metric=courtly_ip_request_rate_max]')"
+                    ".dataset.value === '0'", timeout=WAIT_MS)
+                await wait_snapshots(page, await snapshots(page) + 1)
                 await check_charts(page, ["chart-rate", "chart-bytes", "chart-status", "chart-queue",
                                           "chart-hosts", "chart-latency"])
                 assert await check_figures_match_metrics(page, base) >= 15

@@ -17,9 +17,10 @@ import fcntl
 import json
 import os
 import signal
+import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Awaitable, Callable, Iterator
 
 from courtly import __version__
 from courtly.config import Config, ConfigError
@@ -99,6 +100,7 @@ async def run_crawl(
     seeds: list[str],
     *,
     on_start: Callable[[Crawler], None] | None = None,
+    on_started: Callable[[], Awaitable[None]] | None = None,
     install_signals: bool = True,
 ) -> CrawlStats:
     clock = SystemClock()
@@ -135,6 +137,8 @@ async def run_crawl(
         crawler.add_seeds(seeds)
         if on_start is not None:
             on_start(crawler)
+        if on_started is not None:
+            await on_started()
         stats = await crawler.run()
         if crawler._fatal is not None:
             raise crawler._fatal
@@ -149,11 +153,48 @@ async def run_crawl(
         store.close()
 
 
-async def crawl_with_progress(cfg: Config, out: Path, seeds: list[str], progress) -> CrawlStats:
+async def crawl_with_progress(cfg: Config, out: Path, seeds: list[str], progress,
+                              status: tuple[str, int] | None = None) -> CrawlStats:
+    """A crawl with the live progress display and, when `status` is given, the
+    metrics and status page server on that (host, port)."""
+    servers = []
+
+    def start(crawler: Crawler) -> None:
+        progress.attach(crawler)
+        if status is not None:
+            from courtly.runtime.observe import CrawlObserver
+            from courtly.shell.status import StatusServer
+
+            server = StatusServer(CrawlObserver(crawler), status[0], status[1], now=crawler.clock.now)
+            servers.append(server)
+
     try:
-        return await run_crawl(cfg, out, seeds, on_start=progress.attach)
+        return await run_crawl(cfg, out, seeds, on_start=start, on_started=_start_servers(servers))
     finally:
         progress.close()
+        for server in servers:
+            await server.stop()
+
+
+def port_problem(host: str, port: int) -> str:
+    """Why (host, port) cannot be served on, or "" (checked before a crawl starts)."""
+    import socket
+
+    if port == 0:
+        return ""
+    try:
+        with socket.create_server((host, port)):
+            return ""
+    except OSError as e:
+        return f"--status {host}:{port}: {e.strerror}"
+
+
+def _start_servers(servers: list):
+    async def started() -> None:
+        for server in servers:
+            port = await server.start()
+            print(f"courtly: status page and /metrics on http://{server.host}:{port}/", file=sys.stderr)
+    return started
 
 
 def run_async(coro):
