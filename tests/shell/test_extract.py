@@ -210,3 +210,24 @@ def test_closed_pool_refuses_work():
 def test_limits_are_checked(kwargs):
     with pytest.raises(ValueError):
         ExtractPool(**kwargs)
+
+
+def test_pool_computes_the_budget_fingerprints_beside_the_links():
+    from courtly.core.fingerprint import simhash64
+    from courtly.core.maintext import main_text
+    from courtly.core.soft404 import error_fingerprint
+
+    body = (b"<html><head><title>t</title></head><body><nav>menu home about</nav><main>"
+            + b" ".join(b"<p>paragraph %d has several plain words in it</p>" % i for i in range(40))
+            + b"<a href='/x'>x</a></main></body></html>")
+    url = "http://a.test/page"
+
+    async def go():
+        async with ExtractPool(1, fingerprints=True) as pool:
+            return await pool.submit(body, url, "text/html", "")
+
+    page = asyncio.run(go())
+    text = main_text(body, "text/html")
+    assert page.prints == (simhash64(text), error_fingerprint(text, url))
+    assert page.prints[0] != 0
+    assert [l.url for l in page.links] == ["http://a.test/x"]

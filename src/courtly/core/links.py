@@ -108,6 +108,9 @@ class PageLinks:
     base: str | None = None     # the <base href> in effect, resolved
     title: str | None = None
     error: str | None = None    # why the result is empty or degraded
+    # (SimHash of the main text, soft-404 fingerprint), when the extraction
+    # worker computed them beside the links (see runtime/budget.py)
+    prints: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,18 @@ if TYPE_CHECKING:
 __all__ = ["Admission"]
 
 _HINT_KINDS = frozenset({"canonical", "alternate", "next", "prev"})
+RECENT_MAX = 200_000   # recently seen URLs kept in memory (about 30 MB at most)
 
 
 class Admission:
     def __init__(self, crawler: "Crawler") -> None:
         self.c = crawler
         self._pending: set[str] = set()     # admitted since the last commit
+        # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat
+        # their navigation links, so most duplicates are recent ones and skip
+        # the store lookup. Only ever holds URLs the store also has.
+        self._recent: dict[str, None] = {}
+        self._recent_max = RECENT_MAX
         self._seed_hosts: set[str] = set()
         self._seed_domains: set[str] = set()
 
@@ -43,13 +49,21 @@ class Admission:
             self._seed_domains.add(registered_domain(host))
 
     def committed(self) -> None:
+        recent = self._recent
+        for url in self._pending:
+            recent[url] = None
+        while len(recent) > self._recent_max:
+            del recent[next(iter(recent))]
         self._pending.clear()
 
     def _is_seen(self, url: str) -> bool:
         seen = self.c.seen
         if url not in seen:
             return False
-        if url in self._pending or self.c.store.has_url(url):
+        if url in self._pending or url in self._recent:
+            return True
+        if self.c.store.has_url(url):
+            self._recent[url] = None
             return True
         seen.note_false_positive()
         return False

@@ -127,19 +127,24 @@ class BudgetDefence:
         return first
 
     def page(self, *, url: str, key: str, host: str, origin: str, content: bytes, content_type: str,
-             canonical: str | None, now: float, batch) -> PageJudgement:
+             canonical: str | None, now: float, batch,
+             prints: tuple[int, int] | None = None) -> PageJudgement:
+        """Judge a fetched HTML page. `prints` = (main-text SimHash, soft-404
+        fingerprint) when the extraction worker computed them; else here."""
         if not self.enabled:
             return PageJudgement()
-        text = main_text(content, content_type)
-        if self.soft404.is_soft(origin) and self.soft404.is_soft404(origin, error_fingerprint(text, url)):
+        if prints is None:
+            text = main_text(content, content_type)
+            prints = (simhash64(text), error_fingerprint(text, url))
+        fp, error_fp = prints
+        if self.soft404.is_soft(origin) and self.soft404.is_soft404(origin, error_fp):
             self.counts["soft404"] += 1
             batch.flags.append((url, now, "soft404", origin))
             self.traps.note_fetch(key, url, False, now)
             return PageJudgement(soft404=True)
-        if not text.strip():
+        if fp == 0:   # no main text: nothing to compare
             self.traps.note_fetch(key, url, False, now)
             return PageJudgement()
-        fp = simhash64(text)
         near_dup = bool(self.near.find(fp, scope=host, limit=1))
         canonical_doc = self.near.add(url, fp, host)
         batch.simhashes.append((url, to_signed64(fp), host))

@@ -559,7 +559,7 @@ class Crawler:
             origin = split_origin(item.url)
             judged = self.budget.page(
                 url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
-                content_type=ctype, canonical=page.canonical, now=now, batch=self.batch)
+                content_type=ctype, canonical=page.canonical, now=now, batch=self.batch, prints=page.prints)
             self.admission.admit_links(page, item, now, low_value=judged.low_value)
         self.batch.fetched.append((now, result.status, item.url))
 

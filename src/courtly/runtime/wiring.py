@@ -125,7 +125,8 @@ async def run_crawl(
     warc = WarcWriter(out / "warc", prefix=cfg.warc.prefix, file_bytes_max=cfg.warc.file_bytes_max,
                       warcinfo=warcinfo, fsync=cfg.warc.fsync)
     e = cfg.extract
-    extractor = ExtractPool(e.workers, task_s_max=e.task_s_max, memory_bytes_max=e.memory_bytes_max)
+    extractor = ExtractPool(e.workers, task_s_max=e.task_s_max, memory_bytes_max=e.memory_bytes_max,
+                            links_max=e.links_max, fingerprints=cfg.budget.enabled)
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
     loop = asyncio.get_running_loop()

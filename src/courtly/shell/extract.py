@@ -151,6 +151,7 @@ class ExtractPool:
         pipeline_depth: int = 2,
         user_agent_token: str = "courtly",
         links_max: int = 5000,
+        fingerprints: bool = False,   # also compute PageLinks.prints (main-text SimHash)
         _test_faults: bool = False,
     ) -> None:
         if workers < 1 or tasks_per_child < 1 or queue_max < 1 or pipeline_depth < 1:
@@ -163,7 +164,8 @@ class ExtractPool:
         self.tasks_per_child = tasks_per_child
         self.queue_max = queue_max
         self.pipeline_depth = pipeline_depth
-        self._worker_args = (memory_bytes_max, task_s_max, user_agent_token, links_max, _test_faults)
+        self._worker_args = (memory_bytes_max, task_s_max, user_agent_token, links_max, _test_faults,
+                             fingerprints)
         self._context = multiprocessing.get_context("spawn")
         self._slots = asyncio.Semaphore(queue_max)
         self._queue: deque[_Task] = deque()

@@ -5,7 +5,8 @@ the set of reachable allowed pages.
 registered domain, robots variant, crawl-delay, behaviours, and the paths
 that show each behaviour (trap entries, hostile bodies, duplicates and what
 they copy, redirect chains and loops, SSRF bait links, meta-robots pages,
-robots redirect hops, sitemaps, feeds). The model is the authority: a test
+robots redirect hops, sitemaps, feeds, a legit_deep host's indexes and
+article range). The model is the authority: a test
 rebuilds it with `web_from_manifest` and asks it directly.
 
 `reachable_pages` walks the link graph the way a polite crawler should:
@@ -166,7 +167,25 @@ def _host_paths(web: SimWeb, name: str, port: int) -> dict[str, Any]:
         out["sitemaps"] = ["/sitemap.xml", "/sitemap-0.xml", "/sitemap-1.xml.gz"]
     if spec.has("feeds"):
         out["feeds"] = ["/feed.rss", "/feed.atom"]
+    if lay.deep is not None:
+        out["legit_deep"] = _deep_paths(lay)
     return out
+
+
+def _deep_paths(lay: Any) -> dict[str, Any]:
+    """Every index page of a legit_deep host, and its articles as a range."""
+    d = lay.deep
+    ids = lambda first, n: [lay.path_of(first + i) for i in range(n)]  # noqa: E731
+    return {
+        "categories": ids(1, len(lay.sections)),
+        "years": ids(d.first_year, d.first_month - d.first_year),
+        "months": ids(d.first_month, d.first_archive - d.first_month),
+        "archive": ids(d.first_archive, d.archive_pages),
+        "articles": {"count": d.n, "pattern": "/YYYY/MM/DD/<slug>-<id>.html",
+                     "ids": [d.first_article, d.first_article + d.n - 1],
+                     "oldest": lay.path_of(d.first_article), "newest": lay.path_of(d.first_article + d.n - 1)},
+        "pages": lay.n_pages,
+    }
 
 
 def build_manifest(web: SimWeb, port: int, started_at: float) -> dict[str, Any]:

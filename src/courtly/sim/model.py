@@ -34,7 +34,7 @@ __all__ = ["HostSpec", "SimWeb", "BAIT_IP", "ip_of_index", "registered_domain"]
 
 BAIT_IP = "127.0.0.1"
 _FEATURES = ("meta_robots", "sitemaps", "feeds")  # common, non-hostile extras
-_SPECIAL_BEHAVIOURS = tuple(b for b in BEHAVIOURS if b not in _FEATURES + ("changing",))
+_SPECIAL_BEHAVIOURS = tuple(b for b in BEHAVIOURS if b not in _FEATURES + ("changing", "legit_deep"))
 _SPECIAL_ROBOTS = tuple(v for v in ROBOTS_VARIANTS if v not in ("rules", "allow_all"))
 _RULES_LIKE = ("rules", "bom", "large", "redirect_chain")
 _SYLLABLES = (
@@ -124,6 +124,7 @@ class SimWeb:
         roles = self._roles()
         plain = [i for i in range(cfg.hosts) if roles[i] is None] or list(range(cfg.hosts))
         plain_pos = {i: j for j, i in enumerate(plain)}
+        deep = _deep_hosts(cfg.seed, cfg.deep_hosts, roles, groups)
         specs = []
         for i, name in enumerate(names):
             hr = rng(cfg.seed, "host", i)
@@ -134,6 +135,8 @@ class SimWeb:
             if "duplicates" not in behaviours:
                 behaviours.append("changing")
             delay = hr.choice(cfg.crawl_delays_s)
+            if i in deep:  # a large real site: rules robots, no Crawl-delay, no extras
+                robots, behaviours, delay = "rules", ["changing", "legit_deep"], 0.0
             j = plain_pos.get(i)
             partner = plain[(j + 1) % len(plain)] if j is not None else plain[i % len(plain)]
             if partner == i and cfg.hosts > 1:
@@ -257,6 +260,20 @@ class SimWeb:
     @lru_cache(maxsize=65536)
     def _rules_cached(self, name: str) -> RobotsRules | None:
         return self.robots_rules(name, 0)
+
+
+def _deep_hosts(seed: int, n: int, roles: list[str | None], groups: list[int]) -> set[int]:
+    """Indexes of the legit_deep hosts: plain hosts with a registered domain of
+    their own first (their politeness key is theirs alone), chosen by the seed.
+    Other hosts' roles are untouched, so opting in changes nothing else."""
+    if n <= 0:
+        return set()
+    r = rng(seed, "legit_deep")
+    alone = [i for i, role in enumerate(roles) if role is None and groups[i] < 0]
+    shared = [i for i, role in enumerate(roles) if role is None and groups[i] >= 0]
+    r.shuffle(alone)
+    r.shuffle(shared)
+    return set((alone + shared)[:n])
 
 
 def _strip_port(host_header: str) -> str:

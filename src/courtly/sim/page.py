@@ -98,6 +98,9 @@ def render_page(lay: "HostLayout", k: int, variant: str, epoch: int, port: int) 
     Text: paragraphs start, start+step, start+2*step, ... of the (prime-sized)
     pool, with start and step from the page's hash, until the page's target
     size (10-50 KB) is reached; one revision paragraph depends on the epoch.
+    On a legit_deep host each paragraph is an independent hashed pick instead:
+    among thousands of pages, two progressions with the same step would be
+    shifted copies of each other (near-duplicates by accident).
     """
     web, spec = lay.web, lay.spec
     links = lay.links(k, variant, port)
@@ -122,9 +125,10 @@ def render_page(lay: "HostLayout", k: int, variant: str, epoch: int, port: int) 
     body_links = links.links[n_nav:]
     per_block = max(1, len(body_links) // 3 + 1)
     start, step = (seed >> 32) % n_pool, 1 + (seed >> 44) % (n_pool - 1)
+    independent = lay.deep is not None
     i = 0
     while size < target:
-        para = pool[(start + i * step) % n_pool]
+        para = pool[mix(seed, i) % n_pool if independent else (start + i * step) % n_pool]
         out.append(f"<p>{para}</p>")
         size += len(para) + 7
         if i * per_block < len(body_links):

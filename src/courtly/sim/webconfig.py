@@ -45,6 +45,8 @@ BEHAVIOURS: dict[str, str] = {
     "sitemaps": "/sitemap.xml index -> /sitemap-0.xml and /sitemap-1.xml.gz with lastmod",
     "feeds": "/feed.rss (RSS 2.0) and /feed.atom list recently changed articles",
     "changing": "pages change as Poisson processes (per-page rates); ETag/Last-Modified/304 always on",
+    "legit_deep": "a real large site, not a trap: deep_pages articles /YYYY/MM/DD/<slug>-<id>.html (past "
+                  "dates), /YYYY/ and /YYYY/MM/ indexes, /archive/page/N/ (20 a page, pager), /category/<c>/",
 }
 
 # robots.txt variants; every host has exactly one.
@@ -107,6 +109,9 @@ class SimWebConfig:
     # Crawl-delay values written into `rules` robots files (one chosen per host)
     crawl_delays_s: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
     hostile: bool = True  # False: no hostile behaviour at all (bench)
+    # legit_deep hosts (taken from the plain hosts; none by default) and their articles each
+    deep_hosts: int = 0
+    deep_pages: int = 3000
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -121,6 +126,10 @@ class SimWebConfig:
             raise ValueError("ips must not exceed hosts (every IP serves at least one host)")
         if not 0.0 <= self.special_share <= 1.0:
             raise ValueError("special_share must be in [0, 1]")
+        if not 0 <= self.deep_hosts <= self.hosts:
+            raise ValueError("deep_hosts must be in 0..hosts")
+        if not 1000 <= self.deep_pages <= 100_000:
+            raise ValueError("deep_pages must be in 1000..100000")
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
@@ -151,8 +160,8 @@ PROFILES: dict[str, dict[str, object]] = {
         "hostile": False,
         "crawl_delays_s": (0.0,),
     },
-    # every behaviour and every robots variant on at least one host
-    "hostile": {"hosts": 60, "pages_per_host": 20, "ips": 10, "special_share": 0.6},
+    # every behaviour and every robots variant on at least one host, and one legit_deep host
+    "hostile": {"hosts": 60, "pages_per_host": 20, "ips": 10, "special_share": 0.6, "deep_hosts": 1},
 }
 
 
