@@ -5,6 +5,7 @@
     courtly explain URL --out DIR a URL's history, or why it was not fetched
     courtly stats --out DIR       what a crawl did
     courtly simweb ...            serve the simulated web (see --help)
+    courtly sim ...               the recrawl scheduler against a model web, in virtual time
 
 Bad input (unknown config key, malformed seed, unwritable folder) ends with
 one line naming the problem and exit status 2, never a traceback, and never
@@ -74,6 +75,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
+    sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
+                   add_help=False)
     return p
 
 
@@ -83,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         from courtly.sim.command import main as simweb_main
 
         return simweb_main(argv[1:])
+    if argv and argv[0] == "sim":
+        from courtly.sim.vsim_command import main as sim_main
+
+        return sim_main(argv[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
     _setup_logging()
