@@ -37,6 +37,9 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     c.add_argument("--config", help="TOML config file (unknown keys are errors)")
     c.add_argument("--max-pages", type=int, help="stop after this many pages (0 = no limit)")
+    c.add_argument("--duration-s", type=float, help="stop after this many seconds (0 = no limit)")
+    c.add_argument("--intent", choices=["archive", "search", "monitor"],
+                   help="archive: discovery only; search: recrawl by change rate; monitor: a watch list")
     c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host")
     c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
                    help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
@@ -65,6 +68,10 @@ def _build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="summarise a crawl folder")
     s.add_argument("--out", default="crawl-out", help="crawl folder")
     s.add_argument("--json", action="store_true")
+
+    rp = sub.add_parser("report", help="daily skip-decision report: which fetches are not done, and why")
+    rp.add_argument("--out", default="crawl-out", help="crawl folder")
+    rp.add_argument("--json", action="store_true")
 
     r = sub.add_parser("review", help="the trap review queue: suspected hosts, and resolving them")
     r.add_argument("--out", default="crawl-out", help="crawl folder")
@@ -109,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_stats(args)
         if args.command == "review":
             return _cmd_review(args)
+        if args.command == "report":
+            from courtly.runtime.report import daily_report
+
+            print(daily_report(Path(args.out), as_json=args.json))
+            return 0
     except KeyboardInterrupt:
         print("courtly: interrupted", file=sys.stderr)
         return 130
@@ -176,6 +188,10 @@ def config_from_args(args: argparse.Namespace):
     crawl = {}
     if args.max_pages is not None:
         crawl["max_pages"] = args.max_pages
+    if args.duration_s is not None:
+        crawl["duration_s"] = args.duration_s
+    if args.intent:
+        crawl["intent"] = args.intent
     if args.user_agent:
         crawl["user_agent"] = args.user_agent
     if args.contact:

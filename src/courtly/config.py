@@ -34,6 +34,7 @@ __all__ = [
     "UrlsSection",
     "SeenSection",
     "BudgetSection",
+    "RecrawlSection",
     "WarcSection",
     "ExtractSection",
     "StoreSection",
@@ -54,6 +55,8 @@ class ConfigError(ValueError):
 class CrawlSection:
     intent: str = "archive"
     max_pages: int = 0                 # 0 = no limit
+    duration_s: float = 0.0            # stop after this long (0 = when the frontier is done;
+                                       # search and monitor crawls run until stopped)
     depth_max: int = 16                # hops from a seed
     politeness_key: str = "domain"     # "domain" (eTLD+1) or "host"
     partitions: int = 1024
@@ -77,6 +80,7 @@ class CrawlSection:
         _positive("crawl.fetch_tasks", self.fetch_tasks)
         _positive("crawl.batch_max", self.batch_max)
         _non_negative("crawl.max_pages", self.max_pages)
+        _non_negative("crawl.duration_s", self.duration_s)
         _non_negative("crawl.depth_max", self.depth_max)
         _non_negative("crawl.retries_max", self.retries_max)
         if self.retries_max > 10:
@@ -217,6 +221,29 @@ class BudgetSection:
 
 
 @dataclass(frozen=True, slots=True)
+class TierSection:
+    name: str
+    interval_s_min: float
+    interval_s_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecrawlSection:
+    """The recrawl scheduler (intents search and monitor; archive recrawls nothing)."""
+
+    daily_budget: int = 100_000        # fetches per day, recrawl and discovery together
+    period_s: float = 300.0            # how often the scheduler grants the next recrawls
+    tiers: tuple[TierSection, ...] = ()  # empty: the intent's tiers (top 15 min..24 h, ...)
+
+    def __post_init__(self) -> None:
+        _non_negative("recrawl.daily_budget", self.daily_budget)
+        _positive("recrawl.period_s", self.period_s)
+        for t in self.tiers:
+            if not 0 < t.interval_s_min <= t.interval_s_max:
+                raise ConfigError(f"recrawl.tiers {t.name}: need 0 < interval_s_min <= interval_s_max")
+
+
+@dataclass(frozen=True, slots=True)
 class WarcSection:
     prefix: str = "courtly"
     file_bytes_max: int = 1_000_000_000
@@ -246,6 +273,7 @@ class Config:
     urls: UrlsSection = field(default_factory=UrlsSection)
     seen: SeenSection = field(default_factory=SeenSection)
     budget: BudgetSection = field(default_factory=BudgetSection)
+    recrawl: RecrawlSection = field(default_factory=RecrawlSection)
     warc: WarcSection = field(default_factory=WarcSection)
     extract: ExtractSection = field(default_factory=ExtractSection)
     store: StoreSection = field(default_factory=StoreSection)

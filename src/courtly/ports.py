@@ -64,12 +64,14 @@ class Batch:
     flags: list[tuple] = field(default_factory=list)        # (url, at, flag, detail)
     digests: list[tuple] = field(default_factory=list)      # (digest, url, at, record_id)
     simhashes: list[tuple] = field(default_factory=list)    # (doc_id, fp signed int64, scope)
+    histories: dict[str, tuple] = field(default_factory=dict)  # url -> (url, host, tier, depth, json)
     meta: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return (len(self.new_urls) + len(self.requeued) + len(self.fetched) + len(self.decisions)
                 + len(self.fetches) + len(self.hosts) + len(self.robots) + len(self.dead_letters)
-                + len(self.flags) + len(self.digests) + len(self.simhashes) + len(self.meta))
+                + len(self.flags) + len(self.digests) + len(self.simhashes) + len(self.histories)
+                + len(self.meta))
 
 
 class Store(Protocol):

@@ -71,3 +71,4 @@ class UrlItem:
     depth: int = 0      # hops from a seed
     via: str = ""       # the page it was discovered on ("" for seeds)
     redirects: int = 0  # redirect hops that led here
+    kind: str = "discovery"  # discovery | recrawl (granted by the recrawl scheduler)

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, replace
 
 from courtly import __version__
 from courtly.config import Config
-from courtly.core.fingerprint import warc_payload_digest
+from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
+from courtly.core.hints import sitemap_locations
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
@@ -45,6 +46,7 @@ from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.recrawl import XML_TYPES, Recrawl
 from courtly.ports import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
@@ -55,6 +57,7 @@ SEED_BAND = 1
 # Network failures worth another try; the rest (oversized headers, protocol
 # errors, a refused address) would fail the same way again.
 _TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
+SITEMAPS_PER_ORIGIN_MAX = 20
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
 
@@ -116,6 +119,7 @@ class Crawler:
         )
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
+        self.recrawl = Recrawl(cfg, self.rng)
         self._budget_saved_at = 0.0
         self.stats = CrawlStats()
         self.batch = Batch()
@@ -140,6 +144,7 @@ class Crawler:
         now = self.clock.now()
         self.seen.update(self.store.iter_urls())
         self.budget.load(self.store)
+        self.recrawl.load(self.store, now)
         for key, snap in self.store.hosts().items():
             self.politeness.restore(key, snap)
         for origin, snap in self.store.robots().items():
@@ -215,9 +220,15 @@ class Crawler:
         return self.stats
 
     async def _main_loop(self) -> None:
+        c = self.cfg.crawl
+        ends_at = self.stats.started_at + c.duration_s if c.duration_s else None
         while True:
             now = self.clock.now()
+            if ends_at is not None and now >= ends_at and not self._stopping:
+                self.stop()
             self.frontier.expire(now)
+            if not self._stopping and self.recrawl.due(now):
+                self._plan_recrawls(now)
             while not self._stopping and len(self._tasks) < self.cfg.crawl.fetch_tasks:
                 left = self.budget_left()
                 if left is not None and left <= 0:
@@ -230,9 +241,10 @@ class Crawler:
                 t.add_done_callback(self._task_done)
             if not self._tasks and not self._processing:
                 left = self.budget_left()
-                if self._stopping or len(self.frontier) == 0 or (left is not None and left <= 0):
+                idle = len(self.frontier) == 0 and not self.recrawl.enabled
+                if self._stopping or idle or (left is not None and left <= 0):
                     return
-            wake = self.frontier.next_wakeup()
+            wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), ends_at)
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             if self._stopping or (self.budget_left() or 1) <= 0:
@@ -241,6 +253,12 @@ class Crawler:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
+
+    def _plan_recrawls(self, now: float) -> None:
+        """Queue the recrawls the scheduler grants for the next period."""
+        for url, depth in self.recrawl.plan(now, discovery_pending=len(self.frontier)):
+            key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
+            self._queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
 
     def _task_done(self, t: asyncio.Task) -> None:
         self._tasks.discard(t)
@@ -260,6 +278,7 @@ class Crawler:
         now = self.clock.now()
         if final or now - self._budget_saved_at >= 10.0:
             self.budget.save(self.batch)
+            self.recrawl.save(self.batch)
             self._budget_saved_at = now
         if not len(self.batch):
             return
@@ -282,6 +301,7 @@ class Crawler:
     def decide(self, url: str, key: str, via: str, reason: Reason, detail: str, now: float,
                depth: int = 0, state: str = "skipped") -> None:
         self.stats.decisions += 1
+        self.recrawl.released(url, now)
         self.batch.decisions.append((url, key, via, now, state, str(reason), detail, depth))
 
     # ---- one lease ------------------------------------------------------------
@@ -357,7 +377,7 @@ class Crawler:
         if self.budget.needs_probe(origin_s, now):
             if not await self._probe_soft404(origin_s, rules, item.key, ip, lease):
                 return "lost"
-        headers = {}
+        headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
         result = await self._request(item.url, item.key, ip, lease, headers)
         if result is None:
             return "lost"
@@ -462,11 +482,17 @@ class Crawler:
         done = self.clock.now()
         self.robots.fetch_finished(origin, done, outcome)
         self.batch.robots[origin] = self.robots.snapshot(origin)
+        view = self.robots.lookup(origin, done)
+        if view.rules is not None and view.rules.sitemaps and self.cfg.crawl.intent != "monitor":
+            # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops)
+            for sitemap in sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX):
+                self.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
         return True
 
     # ---- results --------------------------------------------------------------
 
-    def _archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None) -> str:
+    def _archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None,
+                 profile: str = "identical-payload-digest") -> str:
         """Write the exchange to WARC (a revisit record when `first` holds the
         earlier capture of the same payload) and log the fetch."""
         ref = ""
@@ -478,8 +504,9 @@ class Crawler:
                     url=url, ip=result.ip or "", request_head=result.request_head,
                     response_head=result.response_head, fetched_at=result.started_at,
                     refers_to_uri=first.url, refers_to_date=first.date,
-                    payload_digest=warc_payload_digest(result.body),
-                    profile="identical-payload-digest", metadata=provenance,
+                    payload_digest=(warc_payload_digest(result.body)
+                                    if profile == "identical-payload-digest" else None),
+                    profile=profile, metadata=provenance,
                 )
             else:
                 w = self.warc.write_exchange(
@@ -524,12 +551,22 @@ class Crawler:
             return "done"
         self.stats.fetched += 1
         self.stats.status[status] = self.stats.status.get(status, 0) + 1
+        self._attempts.pop(item.url, None)
+        kind = "recrawl" if item.kind == "recrawl" else "page"
+        meta = {"via": item.via, "depth": str(item.depth), "fetch-reason": item.kind}
+        if status == 304:
+            # unchanged since our last capture: a server-not-modified revisit of it
+            last = self.recrawl.last_fetched_at(item.url)
+            ref = FirstCapture(item.url, last) if last is not None else None
+            self._archive(item.url, result, kind=kind, meta=meta, first=ref, profile="server-not-modified")
+            self._record_change(item, result, now, content_hash=None)
+            self.batch.fetched.append((now, status, item.url))
+            return "done"
         first = None
         if status == 200 and not result.truncated:
             first = self.budget.first_capture(item.url, result.body, result.started_at, self.batch)
-        self._archive(item.url, result, kind="page", meta={"via": item.via, "depth": str(item.depth)},
-                      first=first)
-        self._attempts.pop(item.url, None)
+        self._archive(item.url, result, kind=kind, meta=meta, first=first)
+        self._record_change(item, result, now)
         if first is not None:   # the same bytes as an earlier page: its links are queued already
             self.batch.fetched.append((now, status, item.url))
             return "done"
@@ -540,12 +577,35 @@ class Crawler:
             self.batch.fetched.append((now, status, item.url))
             return "done"
         if 200 <= status < 300 and result.content and not result.error:
+            if _is_xml(result, item.url):
+                self._read_hints(item, result.content, now)
+                self.batch.fetched.append((now, status, item.url))
+                return "done"
             t = asyncio.create_task(self._extract(item, result))
             self._processing.add(t)
             t.add_done_callback(self._task_done)
             return "done"
         self.batch.fetched.append((now, status, item.url))
         return "done"
+
+    def _record_change(self, item: UrlItem, result, now: float, *, content_hash: str | None = "") -> None:
+        """Feed the answer to the recrawl scheduler (search and monitor intents)."""
+        if not self.recrawl.enabled:
+            return
+        if content_hash == "":
+            content_hash = payload_digest(result.content or result.body or b"")
+        headers = result.headers or {}
+        self.recrawl.fetched(item.url, split_origin(item.url).host, item.depth, now, status=result.status,
+                             content_hash=content_hash, etag=headers.get("etag"),
+                             last_modified=headers.get("last-modified"), batch=self.batch)
+
+    def _read_hints(self, item: UrlItem, content: bytes, now: float) -> None:
+        """A sitemap or feed: its dated entries are change hints, the rest discovery."""
+        unknown, _taken = self.recrawl.hints(content, now)
+        if self.cfg.crawl.intent == "monitor":
+            return   # a watch list: no discovery
+        for url in unknown:
+            self.admission.admit(url, via=item.url, band=3, depth=item.depth + 1, now=now)
 
     async def _extract(self, item: UrlItem, result) -> None:
         ctype = result.headers.get("content-type", "") if result.headers else ""
@@ -560,8 +620,22 @@ class Crawler:
             judged = self.budget.page(
                 url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
                 content_type=ctype, canonical=page.canonical, now=now, batch=self.batch, prints=page.prints)
-            self.admission.admit_links(page, item, now, low_value=judged.low_value)
+            if self.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
+                self.admission.admit_links(page, item, now, low_value=judged.low_value)
         self.batch.fetched.append((now, result.status, item.url))
+
+
+def _is_xml(result, url: str) -> bool:
+    ctype = (result.headers.get("content-type", "") if result.headers else "").split(";")[0].strip().lower()
+    if ctype in XML_TYPES:
+        return True
+    path = url.split("?", 1)[0].lower()
+    return path.endswith((".xml", ".xml.gz", ".rss", ".atom")) and "html" not in ctype
+
+
+def _earliest(*instants: float | None) -> float | None:
+    present = [t for t in instants if t is not None]
+    return min(present) if present else None
 
 
 def _path_of(url: str) -> str:

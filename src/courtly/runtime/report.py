@@ -183,3 +183,57 @@ def review(out: Path, *, resolve: tuple[str, str] | None = None, rule: str | Non
                 + (f"; {requeued} denied URLs queued again" if verdict == "legit" else ""))
     finally:
         store.close()
+
+
+def daily_report(out: Path, *, as_json: bool = False) -> str:
+    """Which fetches are we not doing today, and why: per day and tier, recrawls
+    allocated and denied by budget, freshness age p50/p90; fetches by reason;
+    hosts throttled by politeness; top reasons URLs were not fetched."""
+    import time
+
+    store = _open(out)
+    try:
+        raw = store.get_meta("recrawl_report")
+        tiers = json.loads(raw) if raw else []
+        by_day = store.fetches_by_day()
+        counts = store.counts()
+        now = time.time()
+        throttled = sorted(
+            ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
+             if h.get("backoff_until", 0) > now or h.get("backoff_reason")),
+        )
+    finally:
+        store.close()
+    reasons = {"page": "discovery", "recrawl": "recrawl"}
+    fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
+    data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
+            "not_fetched": counts["reasons"]}
+    if as_json:
+        return json.dumps(data, indent=2)
+    lines = ["fetches by day and reason"]
+    lines += [f"  {r['day']}  {r['reason']:<14} {r['fetches']}" for r in fetch_rows] or ["  (none)"]
+    lines.append("recrawl scheduler, per day and tier")
+    if tiers:
+        lines.append(f"  {'day':>10} {'tier':>4} {'allocated':>9} {'forced':>6} {'hinted':>6} "
+                     f"{'denied:budget':>13} {'denied:min-interval':>19} {'age p50':>9} {'age p90':>9}")
+        for t in tiers:
+            lines.append(f"  {_day(t['day']):>10} {t['tier']:>4} {t['allocated']:>9} {t['forced']:>6} {t['hinted']:>6} "
+                         f"{t['denied_budget']:>13} {t['denied_min_interval']:>19} "
+                         f"{_age(t['age_p50_s']):>9} {_age(t['age_p90_s']):>9}")
+    else:
+        lines.append("  (no recrawl: intent archive, or no plan yet)")
+    lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
+    lines += [f"  {k}  {why}" for k, why in throttled[:20]]
+    lines.append("top reasons URLs were not fetched")
+    lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
+    return "\n".join(lines)
+
+
+def _day(day: int) -> str:
+    return datetime.fromtimestamp(day * 86400, timezone.utc).strftime("%Y-%m-%d")
+
+
+def _age(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s:.0f} s"

@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft40
 CREATE INDEX IF NOT EXISTS flags_url ON flags(url);
 CREATE TABLE IF NOT EXISTS digests (            -- first capture of each payload (exact dedup)
     digest TEXT PRIMARY KEY, url TEXT NOT NULL, at REAL NOT NULL, record_id TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS histories (          -- change history per URL (recrawl scheduler)
+    url TEXT PRIMARY KEY, host TEXT NOT NULL, tier INTEGER NOT NULL, depth INTEGER NOT NULL,
+    history TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS simhashes (          -- near-duplicate index, in insertion order
     id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, fp INTEGER NOT NULL, scope TEXT NOT NULL);
 """
@@ -160,6 +163,9 @@ class SqliteStore:
                 db.executemany("INSERT OR IGNORE INTO digests VALUES (?, ?, ?, ?)", b.digests)
             if b.simhashes:
                 db.executemany("INSERT INTO simhashes(doc_id, fp, scope) VALUES (?, ?, ?)", b.simhashes)
+            if b.histories:
+                db.executemany("INSERT OR REPLACE INTO histories VALUES (?, ?, ?, ?, ?)",
+                               list(b.histories.values()))
             if b.meta:
                 db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(b.meta.items()))
             db.execute("COMMIT")
@@ -191,6 +197,15 @@ class SqliteStore:
 
     def iter_digests(self) -> Iterator[tuple]:
         yield from self._db.execute("SELECT digest, url, at, record_id FROM digests")
+
+    def iter_histories(self) -> Iterator[tuple]:
+        yield from self._db.execute("SELECT url, host, tier, depth, history FROM histories")
+
+    def fetches_by_day(self) -> list[tuple]:
+        """(day since epoch, kind, fetches) for the report."""
+        return self._db.execute(
+            "SELECT CAST(at / 86400 AS INTEGER) AS day, kind, count(*) FROM fetches GROUP BY day, kind"
+            " ORDER BY day, kind").fetchall()
 
     def iter_simhashes(self) -> Iterator[tuple]:
         yield from self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id")

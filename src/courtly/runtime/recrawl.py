@@ -1,0 +1,174 @@
+"""Recrawl in the running crawl: the scheduler fed by real fetches.
+
+What it owns: one `RecrawlScheduler` (core/recrawl) for the `search` and
+`monitor` intents (`archive` recrawls nothing), the persistence of each URL's
+change history, and the period clock that asks the scheduler for a plan.
+
+How it works: every fetched page is tracked (tier from its depth: seeds and
+their links are the top tiers). Each answer updates its history (content
+hash, ETag, Last-Modified; a 304 is "unchanged") and so its estimated change
+rate. Every `period_s` the scheduler grants the URLs worth refetching within
+the daily budget (keeping the discovery floor free when discovery has work);
+they enter the frontier as `recrawl` items, which politeness treats like any
+other, and are fetched with If-None-Match / If-Modified-Since. Sitemap and
+feed entries newer than a URL's last fetch make it due early.
+
+A crash loses only the recrawls in flight: histories are in the store and
+the scheduler re-plans from them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+
+from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
+from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
+
+__all__ = ["Recrawl", "history_to_json", "history_from_json", "XML_TYPES"]
+
+XML_TYPES = ("application/xml", "text/xml", "application/rss+xml", "application/atom+xml",
+             "application/x-gzip", "application/gzip")
+
+
+def history_to_json(h: ChangeHistory) -> str:
+    return json.dumps({
+        "n": h.history_max, "f": h.last_fetched_at, "c": h.last_changed_at, "h": h.content_hash,
+        "e": h.etag, "m": h.last_modified, "fe": h.fetches, "ch": h.changes, "fa": h.failures,
+        "i": list(h.intervals), "x": [bool(x) for x in h.changed], "o": list(h.older), "oa": h.older_at,
+    })
+
+
+def history_from_json(text: str) -> ChangeHistory:
+    d = json.loads(text)
+    return ChangeHistory(
+        history_max=d["n"], last_fetched_at=d["f"], last_changed_at=d["c"], content_hash=d["h"],
+        etag=d["e"], last_modified=d["m"], fetches=d["fe"], changes=d["ch"], failures=d["fa"],
+        intervals=deque(d["i"], maxlen=d["n"]), changed=deque(d["x"], maxlen=d["n"]),
+        older=tuple(d["o"]), older_at=d["oa"],
+    )
+
+
+class Recrawl:
+    def __init__(self, cfg, rng) -> None:
+        r = cfg.recrawl
+        self.intent = cfg.crawl.intent
+        self.enabled = self.intent != "archive"
+        self.period_s = r.period_s
+        tiers = tuple(Tier(t.name, t.interval_s_min, t.interval_s_max) for t in r.tiers)
+        overrides = {"period_s": r.period_s}
+        if tiers:
+            overrides["tiers"] = tiers
+        self.scheduler = (RecrawlScheduler(policy_for_intent(self.intent, r.daily_budget, **overrides), rng)
+                          if self.enabled else None)
+        self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler else 1
+        self.next_plan_at = 0.0
+        self._depth: dict[str, int] = {}
+        self.granted = 0
+        self.hinted = 0
+
+    # ---- persistence ----------------------------------------------------------
+
+    def load(self, store, now: float) -> None:
+        if not self.enabled:
+            return
+        for url, host, tier, depth, text in store.iter_histories():
+            tier = min(tier, self.tier_count - 1)
+            self.scheduler.add(url, now, host=host, tier=tier, history=history_from_json(text))
+            self._depth[url] = depth
+        report = store.get_meta("recrawl_report")
+        self._saved_report = json.loads(report) if report else []
+
+    def save(self, batch) -> None:
+        if self.enabled:
+            batch.meta["recrawl_report"] = json.dumps(self.report_rows())
+
+    def report_rows(self) -> list[dict]:
+        if not self.enabled:
+            return []
+        return [{"day": r.day, "tier": r.tier, "allocated": r.allocated, "forced": r.forced,
+                 "hinted": r.hinted, "denied_budget": r.denied_budget,
+                 "denied_min_interval": r.denied_min_interval, "age_p50_s": r.age_p50_s,
+                 "age_p90_s": r.age_p90_s} for r in self.scheduler.report()]
+
+    # ---- fetches --------------------------------------------------------------
+
+    def tier_of(self, depth: int) -> int:
+        return min(depth, self.tier_count - 1)
+
+    def headers(self, url: str) -> dict[str, str]:
+        """Validators for a conditional GET when we have fetched `url` before."""
+        if not self.enabled or url not in self.scheduler:
+            return {}
+        return conditional_headers(self.scheduler.history(url))
+
+    def last_fetched_at(self, url: str) -> float | None:
+        if not self.enabled or url not in self.scheduler:
+            return None
+        return self.scheduler.history(url).last_fetched_at
+
+    def fetched(self, url: str, host: str, depth: int, now: float, *, status: int, content_hash: str | None,
+                etag: str | None, last_modified: str | None, batch) -> bool:
+        """Record an answer (2xx, 304, 404/410...); returns "changed"."""
+        if not self.enabled:
+            return False
+        s = self.scheduler
+        tier = self.tier_of(depth)
+        if url not in s:
+            s.add(url, now, host=host, tier=tier)
+            self._depth[url] = depth
+        changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,
+                                 last_modified=last_modified)
+        batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
+        return changed
+
+    def failed(self, url: str, now: float) -> None:
+        if self.enabled and url in self.scheduler:
+            self.scheduler.record_failure(url, now)
+
+    def released(self, url: str, now: float) -> None:
+        """A granted recrawl that was not fetched (robots, trap rule, ...)."""
+        if self.enabled and url in self.scheduler:
+            self.scheduler.release(url, now)
+
+    # ---- planning -------------------------------------------------------------
+
+    def due(self, now: float) -> bool:
+        return self.enabled and now >= self.next_plan_at
+
+    def plan(self, now: float, discovery_pending: int) -> list[tuple[str, int]]:
+        """(url, depth) of the recrawls granted for the next period."""
+        self.next_plan_at = now + self.period_s
+        plan = self.scheduler.plan(now, discovery_pending=discovery_pending)
+        self.granted += len(plan.urls)
+        return [(u, self._depth.get(u, 0)) for u in plan.urls]
+
+    def next_wakeup(self) -> float | None:
+        return self.next_plan_at if self.enabled else None
+
+    # ---- hints ----------------------------------------------------------------
+
+    def hints(self, body: bytes, now: float) -> tuple[list[str], int]:
+        """Read a sitemap (or index) or an RSS/Atom feed: (URLs to discover,
+        hints taken). A dated entry for a page we track makes it due early when
+        newer than our last fetch; everything else listed is discovery."""
+        try:
+            sm = parse_sitemap(body)
+            if sm.kind == "sitemapindex":
+                return [e.loc for e in sm.sitemaps], 0
+            if sm.kind == "urlset":
+                entries = [(e.loc, e.lastmod_at) for e in sm.urls]
+            else:
+                feed = parse_feed(body)
+                entries = [(e.url, e.updated_at) for e in feed.entries]
+        except ValueError:   # HintError: too big, a DTD, not XML
+            return [], 0
+        unknown, taken = [], 0
+        for url, lastmod_at in entries:
+            if self.enabled and url in self.scheduler:
+                if lastmod_at is not None:
+                    taken += raise_priority(self.scheduler, Hint(url, lastmod_at), now)
+            else:
+                unknown.append(url)
+        self.hinted += taken
+        return unknown, taken
