@@ -234,6 +234,7 @@ class RecrawlSection:
     daily_budget: int = 100_000        # fetches per day, recrawl and discovery together
     period_s: float = 300.0            # how often the scheduler grants the next recrawls
     tiers: tuple[TierSection, ...] = ()  # empty: the intent's tiers (top 15 min..24 h, ...)
+    importance_file: str = ""          # optional "URL<TAB>score" lines, blended with OPIC
 
     def __post_init__(self) -> None:
         _non_negative("recrawl.daily_budget", self.daily_budget)

@@ -111,6 +111,16 @@ class Admission:
         c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
         return c._queue(item, now)
 
+    def normalized(self, urls) -> list[str]:
+        """The crawlable normalised forms of `urls` (the others dropped)."""
+        out = []
+        for raw in urls:
+            try:
+                out.append(normalize_url(raw, self.c.rules))
+            except UrlError:
+                pass
+        return out
+
     def admit_redirect(self, location: str, item: UrlItem, now: float) -> None:
         c = self.c
         try:

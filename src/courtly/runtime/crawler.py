@@ -622,6 +622,8 @@ class Crawler:
                 content_type=ctype, canonical=page.canonical, now=now, batch=self.batch, prints=page.prints)
             if self.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
                 self.admission.admit_links(page, item, now, low_value=judged.low_value)
+            if self.recrawl.enabled:
+                self.recrawl.links(item.url, self.admission.normalized(l.url for l in page.links))
         self.batch.fetched.append((now, result.status, item.url))
 
 

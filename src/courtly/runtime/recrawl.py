@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections import deque
 
+from courtly.core.importance import Opic
 from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
 from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
 
@@ -62,6 +63,8 @@ class Recrawl:
         self.scheduler = (RecrawlScheduler(policy_for_intent(self.intent, r.daily_budget, **overrides), rng)
                           if self.enabled else None)
         self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler else 1
+        # importance = online OPIC over the link graph, blended with the user's map
+        self.opic = Opic(user_map=load_importance(r.importance_file)) if self.enabled else None
         self.next_plan_at = 0.0
         self._depth: dict[str, int] = {}
         self.granted = 0
@@ -117,10 +120,16 @@ class Recrawl:
         if url not in s:
             s.add(url, now, host=host, tier=tier)
             self._depth[url] = depth
+        s.set_importance(url, self.opic.importance(url))
         changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,
                                  last_modified=last_modified)
         batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
         return changed
+
+    def links(self, url: str, out_links: list[str]) -> None:
+        """The page's (normalised) out-links: OPIC moves its cash on to them."""
+        if self.enabled:
+            self.opic.fetched(url, out_links)
 
     def failed(self, url: str, now: float) -> None:
         if self.enabled and url in self.scheduler:
@@ -172,3 +181,29 @@ class Recrawl:
                 unknown.append(url)
         self.hinted += taken
         return unknown, taken
+
+
+def load_importance(path: str) -> dict[str, float]:
+    """A user importance file: "URL<TAB or space>score" per line, # comments."""
+    if not path:
+        return {}
+    from courtly.config import ConfigError
+
+    out: dict[str, float] = {}
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read recrawl.importance_file {path}: {e.strerror}") from e
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        try:
+            score = float(parts[1])
+            if score <= 0:
+                raise ValueError
+        except (IndexError, ValueError):
+            raise ConfigError(f"{path}:{n}: want 'URL score' with a positive score") from None
+        out[parts[0]] = score
+    return out
