@@ -33,7 +33,7 @@ from typing import Iterable
 from xml.etree.ElementTree import XMLPullParser
 
 __all__ = [
-    "SitemapEntry", "Sitemap", "FeedEntry", "Feed", "Hint", "inflate", "parse_w3c_datetime",
+    "HintError", "SitemapEntry", "Sitemap", "FeedEntry", "Feed", "Hint", "inflate", "parse_w3c_datetime",
     "parse_sitemap", "parse_feed", "hints_from", "sitemap_locations", "is_newer", "raise_priority",
     "BYTES_MAX", "ENTRIES_MAX",
 ]

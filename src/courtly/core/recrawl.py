@@ -72,7 +72,7 @@ from courtly.core.types import Decision, Reason
 
 __all__ = [
     "DAY_S", "Tier", "RecrawlPolicy", "policy_for_intent", "ChangeHistory", "conditional_headers",
-    "observe", "estimate_rate", "path_template", "optimal_x", "revisit_interval",
+    "observe", "estimate_rate", "solve_score", "path_template", "optimal_x", "revisit_interval",
     "staleness_priority", "freshness_index", "PriorModel", "RecrawlPlan", "DayTierStats",
     "RecrawlScheduler",
 ]

@@ -153,6 +153,8 @@ def optimal_frequencies(rate: np.ndarray, weight: np.ndarray, lo_s: np.ndarray, 
             f = np.where(np.isinf(x), 0.0, rate / np.where(x > 0, x, 1.0))
         return np.clip(f, f_min, f_max)
 
+    if total_per_s <= 0.0:  # no recrawl budget at all (archive)
+        return np.zeros_like(rate), math.inf
     if total_per_s <= f_min.sum():
         return f_min.copy(), math.inf
     if total_per_s >= f_max.sum():
@@ -272,7 +274,8 @@ def compare(p, *, simulate_references: bool = False) -> Comparison:
     u_uni, u_opt = g.random(n), g.random(n)
     uni_iv = np.full(n, n / total if total > 0 else np.inf)
     f_opt, _ = optimal_frequencies(web.rate, web.importance, lo, hi, total)
-    opt_iv = 1.0 / f_opt
+    with np.errstate(divide="ignore"):
+        opt_iv = 1.0 / f_opt
     refs = []
     for name, iv, u in (("uniform", uni_iv, u_uni), ("optimal", opt_iv, u_opt)):
         phase = np.where(np.isfinite(iv), u * np.where(np.isfinite(iv), iv, 0.0), np.inf)
