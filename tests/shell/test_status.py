@@ -563,7 +563,11 @@ def test_observer_reads_the_crawlers_own_state(tmp_path):
     obs = CrawlObserver(c)                     # attached after the seeds: their decision still counts
     c.decide("https://b.example/private", "b.example", "https://b.example/x", Reason.ROBOTS,
              "https://b.example/robots.txt", T0 + 1)
+    # the crawler calls these hooks around every request (Crawler._request)
+    assert obs in c.observers
+    obs.on_request("https://a.example/", "10.0.0.1")
     result = asyncio.run(c.fetcher.fetch("https://a.example/", ip="10.0.0.1", headers={}))
+    obs.on_response(result)
     assert result.status == 200
     c.politeness.started("a.example", T0)
     c.politeness.finished("a.example", T0 + 0.2, response_s=0.2, status=429, retry_after="120")
@@ -601,4 +605,4 @@ def test_observer_reads_the_crawlers_own_state(tmp_path):
     assert ex["recent_decisions"][0]["reason"] == "robots"
 
     obs.close()
-    assert c.fetcher is fetcher and "decide" not in c.__dict__
+    assert obs not in c.observers and c.fetcher is fetcher

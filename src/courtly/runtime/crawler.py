@@ -126,7 +126,10 @@ class Crawler:
         self._attempts: dict[str, int] = {}
         self._hold: dict[str, float] = {}
         self._warned_impolite = False
-        self._reserved = 0     # pages being served (for the --max-pages budget)      # key -> not before (robots fetch pending)
+        self._reserved = 0     # pages being served (for the --max-pages budget)
+        # Observers (the status server): on_decision(url, key, reason, detail, at),
+        # on_request(url, ip) and on_response(result). Read-only watchers.
+        self.observers: list = []      # key -> not before (robots fetch pending)
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
@@ -302,6 +305,8 @@ class Crawler:
                depth: int = 0, state: str = "skipped") -> None:
         self.stats.decisions += 1
         self.recrawl.released(url, now)
+        for o in self.observers:
+            o.on_decision(url, key, reason, detail, now)
         self.batch.decisions.append((url, key, via, now, state, str(reason), detail, depth))
 
     # ---- one lease ------------------------------------------------------------
@@ -408,6 +413,8 @@ class Crawler:
             self.politeness.started(key, now)
             self.politeness.ip_started(ip, now, key)
             self.stats.in_flight += 1
+            for o in self.observers:
+                o.on_request(url, ip)
             try:
                 result = await self.fetcher.fetch(url, ip=ip, headers=headers)
             finally:
@@ -417,6 +424,8 @@ class Crawler:
                 ev = self._ip_waiters.get(ip)
                 if ev is not None:
                     ev.set()
+            for o in self.observers:
+                o.on_response(result)
             self.politeness.finished(
                 key, done, response_s=result.elapsed_s, status=result.status,
                 retry_after=result.headers.get("retry-after") if result.headers else None,

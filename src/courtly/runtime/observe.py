@@ -7,17 +7,17 @@ own state: `stats`, `frontier`, `politeness`, `robots`, `seen`,
 `page_rows`, the sort/search/page helper that keeps the host table fast.
 
 How it works: almost everything is read on demand. Three things the crawler
-does not keep are observed as they happen, by wrapping two instance
-attributes when the observer is attached (before `run()`, e.g. from
-`run_crawl(on_start=...)`), and undone by `close()`:
+does not keep are observed as they happen, through the crawler's observer
+hooks (`crawler.observers`; attach before `run()`, e.g. from
+`run_crawl(on_start=...)`; `close()` detaches):
 
-- `crawler.decide`: the recent-decision ring and the count per reason (the
+- `on_decision`: the recent-decision ring and the count per reason (the
   decisions still waiting in the current batch are counted at attach time,
   so the seeds' decisions are not lost);
-- `crawler.fetcher`: a pass-through that times every request into the
-  latency histogram, and notes each key's IP and origins and each IP's
-  request starts (for `ip_request_rate_max`). So the robots.txt counts and
-  the IP column cover the origins and keys this process has asked for.
+- `on_request` / `on_response`: every request timed into the latency
+  histogram, each key's IP and origins and each IP's request starts (for
+  `ip_request_rate_max`). So the robots.txt counts and the IP column cover
+  the origins and keys this process has asked for.
 
 Cost: counters are read exactly on every call. Aggregates over every key
 (delay quantiles, back-off and robots counts, host states, the host table's
@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import heapq
-import inspect
 import json
 import statistics
 from collections import Counter, deque
@@ -143,23 +142,6 @@ class _Rev(str):
         return str.__lt__(self, other)
 
 
-class _ObservedFetcher:
-    """The crawler's fetcher with a stopwatch: same interface, same results."""
-
-    def __init__(self, inner, observer: "CrawlObserver") -> None:
-        self._inner = inner
-        self._observer = observer
-
-    async def fetch(self, url: str, **kwargs):
-        self._observer._request_started(url, kwargs.get("ip") or "")
-        result = await self._inner.fetch(url, **kwargs)
-        self._observer._request_done(result)
-        return result
-
-    def __getattr__(self, name: str):
-        return getattr(self._inner, name)
-
-
 class CrawlObserver:
     """A `StatusSource` over a live crawler (see the module docstring)."""
 
@@ -180,30 +162,26 @@ class CrawlObserver:
         self._memo = _Memo(crawler.clock.now)
         for d in list(crawler.batch.decisions):   # (url, key, via, at, state, reason, detail, depth)
             self._note_decision(d[0], d[1], d[5], d[6], d[3])
-        self._decide = crawler.decide
-        self._decide_sig = inspect.signature(self._decide)
-        crawler.decide = self._decide_and_note
-        self._fetcher = crawler.fetcher
-        crawler.fetcher = _ObservedFetcher(self._fetcher, self)
+        crawler.observers.append(self)
 
     def close(self) -> None:
-        """Stop observing: the crawler gets its own `decide` and fetcher back."""
+        """Stop observing."""
         if self._closed:
             return
         self._closed = True
-        if self._c.__dict__.get("decide") == self._decide_and_note:
-            del self._c.decide
-        if isinstance(self._c.fetcher, _ObservedFetcher):
-            self._c.fetcher = self._fetcher
+        if self in self._c.observers:
+            self._c.observers.remove(self)
 
-    # ---- what is observed ----------------------------------------------------------
+    # ---- what is observed (the crawler's observer hooks) ----------------------------
 
-    def _decide_and_note(self, *args, **kwargs):
-        result = self._decide(*args, **kwargs)
-        a = self._decide_sig.bind(*args, **kwargs).arguments
-        self._note_decision(a.get("url", ""), a.get("key", ""), a.get("reason", ""), a.get("detail", ""),
-                            a.get("now", 0.0))
-        return result
+    def on_decision(self, url: str, key: str, reason, detail: str, at: float) -> None:
+        self._note_decision(url, key, reason, detail, at)
+
+    def on_request(self, url: str, ip: str) -> None:
+        self._request_started(url, ip)
+
+    def on_response(self, result) -> None:
+        self._request_done(result)
 
     def _note_decision(self, url: str, key: str, reason, detail: str, at: float) -> None:
         reason = str(reason)
