@@ -71,6 +71,8 @@ def test_search_recrawls_with_conditional_gets_and_stores_304s_as_revisits(tmp_p
     data = json.loads(rep.stdout)
     assert data["tiers"] and sum(t["allocated"] for t in data["tiers"]) > 0
     assert {r["reason"] for r in data["fetches"]} >= {"discovery", "recrawl"}
+    # sitemaps (robots.txt Sitemap lines or /sitemap.xml) were read for discovery and hints
+    assert any(r.path.startswith("/sitemap") and r.status == 200 for r in log)
     text = run_courtly("report", "--out", str(out)).stdout
     assert "recrawl scheduler, per day and tier" in text and "denied:budget" in text
 

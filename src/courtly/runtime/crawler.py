@@ -492,9 +492,13 @@ class Crawler:
         self.robots.fetch_finished(origin, done, outcome)
         self.batch.robots[origin] = self.robots.snapshot(origin)
         view = self.robots.lookup(origin, done)
-        if view.rules is not None and view.rules.sitemaps and self.cfg.crawl.intent != "monitor":
-            # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops)
-            for sitemap in sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX):
+        if view.rules is not None and self.cfg.crawl.intent != "monitor":
+            # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops);
+            # a search crawl also tries the conventional /sitemap.xml when none is named
+            sitemaps = sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX)
+            if not sitemaps and self.cfg.crawl.intent == "search":
+                sitemaps = [origin + "/sitemap.xml"]
+            for sitemap in sitemaps:
                 self.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
         return True
 
