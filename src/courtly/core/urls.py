@@ -293,6 +293,7 @@ def _host_label(label: str) -> str:
     return label
 
 
+@functools.lru_cache(maxsize=65536)   # pure; links repeat the same few hosts
 def _authority(authority: str, scheme: str) -> tuple[str, int]:
     """(bare canonical host, port) of an authority; userinfo dropped."""
     hostport = authority.rpartition("@")[2]
