@@ -1,0 +1,759 @@
+"""PostgresStore: the shared crawl state of many workers, on PostgreSQL (asyncpg).
+
+What it owns: the same data as SqliteStore (urls, fetches, hosts, robots,
+dead_letters, flags, digests, simhashes, histories, meta), plus what many
+workers share: `workers` (heartbeats), `partitions` (owner, fencing epoch,
+lease_until), `inbox` (new queued URLs per partition, not yet claimed by its
+owner), `ip_limits` (per-IP slots and recent starts, cluster-wide) and
+`applied_batches` (batch ids, so a retried commit is applied once).
+
+How it works
+------------
+* Partitions. `urls` and `hosts` carry `partition = partition_of(key, P)`; P
+  is fixed in `meta` when the crawl is created (`open(dsn, partitions=P)`).
+  Leases follow core/lease.py exactly (the SQL is the model's `grant`,
+  `extend`, `give_up`) on the *database* clock, so workers' clocks never
+  decide who owns what.
+* Fencing. `apply(batch, partition_epochs=...)` is one transaction. Before it
+  commits it reads the current epoch of every partition the batch wrote for,
+  `FOR KEY SHARE`, and refuses the whole batch (`StaleEpoch`, rolled back) if
+  one differs from the caller's or is not the caller's. `acquire` takes the
+  partition row `FOR UPDATE`, which waits for such a batch to commit, so a
+  zombie's write lands before the new owner's epoch exists or not at all.
+  `renew` and `release` are plain updates and never wait for a batch.
+* Routing. Discovered URLs (`Batch.new_urls`, `insert_urls`) may go to any
+  partition: `INSERT ... ON CONFLICT DO NOTHING` on the primary key is the exact
+  URL-seen test, and each row that became queued is pushed to `inbox` in the
+  same statement. Decisions for a partition the caller does not hold are
+  routing too: they only create a skipped record where none exists. Every
+  other write for a partition (fetched, requeued, owned decisions, hosts)
+  needs its epoch.
+* Picking up work. `adopt(p, epoch)` (right after acquiring) rebuilds p's
+  inbox from its queued URLs in one snapshot; `claim_new(epochs, limit)` then
+  deletes and returns up to `limit` inbox rows of the held partitions (index on
+  inbox.partition; no scan of urls), fenced like a write.
+* Per-IP limits across workers: `ip_acquire` is one call of a PL/pgSQL
+  function that locks the IP's row, drops slots past their `hold_s` (a dead
+  worker's), and grants a slot if fewer than `concurrency_max` are in flight
+  and the `rate_per_s`-th latest start is more than a second old (the same
+  window rule as core/politeness.py). `ip_release` is one UPDATE. Two short
+  statements per fetch (about 1 ms together on loopback); the row lock is held
+  for microseconds, and the table is UNLOGGED (no WAL, commits wait for no
+  disk; a database *crash* empties it, which only forgets requests that were
+  in flight when it went down).
+* Statement economy. Every write of a batch is one multi-row statement over
+  `unnest(...)` arrays (or COPY for large append-only sets), never one per URL:
+  a batch costs at most 18 statements whatever its size (more only when one
+  URL repeats inside a batch). `statements` counts
+  every round trip (BEGIN and COMMIT included).
+
+Rules: a connection failure raises `StoreUnavailable` (pause, retry the same
+batch with the same `batch_id`); deadlocks and serialization failures are
+retried here; nothing is deleted except claimed inbox rows, released IP
+slots and what `prune` forgets. Schema changes append to `MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from courtly.core.lease import LeaseRecord
+from courtly.core.urls import partition_of
+from courtly.ports import Batch
+from courtly.shell.store.sqlite import StoreError
+
+__all__ = ["PostgresStore", "StaleEpoch", "StoreUnavailable", "StoreError", "MIGRATIONS",
+           "SCHEMA_VERSION", "migrate"]
+
+_NOW = "extract(epoch from clock_timestamp())::float8"
+_LOCK_ID = 0x636F75727431   # advisory lock serialising migrations ("court1")
+COPY_ROWS_MIN = 500         # append-only sets this large go through COPY
+PAGE_ROWS = 10_000          # keyset page of the iterators
+RETRIES = 5                 # deadlock / serialization failure retries
+
+_V1 = f"""
+CREATE TABLE partitions (
+    id integer PRIMARY KEY, owner text, epoch bigint NOT NULL DEFAULT 0,
+    lease_until double precision NOT NULL DEFAULT 0);
+CREATE TABLE workers (
+    id text PRIMARY KEY, started_at double precision NOT NULL, heartbeat_at double precision NOT NULL);
+CREATE TABLE urls (
+    url text PRIMARY KEY, partition integer NOT NULL, key text NOT NULL,
+    state text NOT NULL,                        -- queued | fetched | skipped | failed
+    band integer NOT NULL DEFAULT 4, depth integer NOT NULL DEFAULT 0,
+    redirects integer NOT NULL DEFAULT 0, via text NOT NULL DEFAULT '',
+    discovered_at double precision NOT NULL, attempts integer NOT NULL DEFAULT 0,
+    fetched_at double precision, status integer, reason text, detail text);
+CREATE INDEX urls_queued ON urls (partition) WHERE state = 'queued';
+CREATE INDEX urls_key_reason ON urls (key, reason) WHERE reason IS NOT NULL;
+CREATE TABLE inbox (id bigserial PRIMARY KEY, partition integer NOT NULL, url text NOT NULL);
+CREATE INDEX inbox_partition ON inbox (partition);
+CREATE TABLE fetches (
+    id bigserial PRIMARY KEY, url text NOT NULL, kind text NOT NULL, at double precision NOT NULL,
+    status integer NOT NULL, bytes bigint NOT NULL, elapsed_s double precision NOT NULL,
+    ip text NOT NULL, warc text NOT NULL, error text NOT NULL);
+CREATE INDEX fetches_url ON fetches (url);
+CREATE TABLE hosts (key text PRIMARY KEY, partition integer NOT NULL, state jsonb NOT NULL);
+CREATE INDEX hosts_partition ON hosts (partition);
+CREATE TABLE robots (origin text PRIMARY KEY, state jsonb NOT NULL);
+CREATE TABLE dead_letters (url text NOT NULL, at double precision NOT NULL, reason text NOT NULL);
+CREATE TABLE flags (url text NOT NULL, at double precision NOT NULL, flag text NOT NULL, detail text NOT NULL);
+CREATE INDEX flags_url ON flags (url);
+CREATE TABLE digests (digest text PRIMARY KEY, url text NOT NULL, at double precision NOT NULL,
+                      record_id text NOT NULL);
+CREATE TABLE histories (url text PRIMARY KEY, host text NOT NULL, tier integer NOT NULL,
+                        depth integer NOT NULL, history text NOT NULL);
+CREATE TABLE simhashes (id bigserial PRIMARY KEY, doc_id text NOT NULL, fp bigint NOT NULL,
+                        scope text NOT NULL);
+CREATE TABLE applied_batches (id text PRIMARY KEY, at double precision NOT NULL);
+CREATE UNLOGGED TABLE ip_limits (                     -- ephemeral: no WAL, no fsync wait
+    ip text PRIMARY KEY,
+    flights double precision[] NOT NULL DEFAULT '{{}}',  -- expiry of each slot in flight
+    starts double precision[] NOT NULL DEFAULT '{{}}',   -- latest start instants, sorted
+    updated_at double precision NOT NULL);
+CREATE FUNCTION courtly_ip_acquire(p_ip text, p_now double precision, p_conc integer,
+        p_window integer, p_span double precision, p_hold_s double precision,
+        OUT granted boolean, OUT wait_s double precision, OUT token double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record; live double precision[]; n integer; oldest double precision;
+BEGIN
+    p_now := coalesce(p_now, {_NOW});
+    INSERT INTO ip_limits (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
+    SELECT flights, starts INTO r FROM ip_limits WHERE ip = p_ip FOR UPDATE;
+    live := ARRAY(SELECT f FROM unnest(r.flights) AS f WHERE f > p_now);
+    granted := false;
+    IF cardinality(live) >= p_conc THEN           -- full: wait for a release
+        RETURN;
+    END IF;
+    n := cardinality(r.starts);
+    IF n >= p_window THEN
+        oldest := r.starts[n - p_window + 1];
+        IF oldest + p_span > p_now THEN
+            wait_s := oldest + p_span - p_now;
+            RETURN;
+        END IF;
+    END IF;
+    token := p_now + p_hold_s;
+    UPDATE ip_limits SET flights = live || token,
+           starts = (ARRAY(SELECT x FROM unnest(r.starts || p_now) AS x ORDER BY x))[greatest(1, n + 2 - p_window):],
+           updated_at = p_now
+     WHERE ip = p_ip;
+    granted := true;
+END $$;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+_UNAVAILABLE = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
+                asyncpg.exceptions.OperatorInterventionError, asyncpg.exceptions.ConnectionDoesNotExistError)
+_RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+
+
+class StaleEpoch(StoreError):
+    """A write for partitions the caller no longer holds (or never held)."""
+
+    def __init__(self, partitions: Iterable[int]) -> None:
+        self.partitions = frozenset(partitions)
+        super().__init__(f"stale epoch for partitions {sorted(self.partitions)}: writes refused")
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached now; pause and retry."""
+
+
+async def migrate(conn, migrations: Sequence[tuple[int, str]] = MIGRATIONS) -> int:
+    """Bring the schema to the last migration (idempotent, serialised across
+    workers by an advisory lock). Returns the schema version."""
+    latest = migrations[-1][0]
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
+        await conn.execute("CREATE TABLE IF NOT EXISTS meta (k text PRIMARY KEY, v text NOT NULL)")
+        current = int(await conn.fetchval("SELECT v FROM meta WHERE k = 'schema_version'") or 0)
+        if current > latest:
+            raise StoreError(f"the database was written by a newer courtly (schema {current} > {latest})")
+        for version, sql in migrations:
+            if version > current:
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO meta VALUES ('schema_version', $1) ON CONFLICT (k)"
+                                   " DO UPDATE SET v = excluded.v", str(version))
+                current = version
+    return current
+
+
+def _rounds(rows: Sequence[tuple], key: int) -> list[list[tuple]]:
+    """Split rows so no round repeats a key (one statement may not touch a row
+    twice); rounds keep the batch's order, so sequential semantics hold."""
+    out: list[list[tuple]] = []
+    seen: list[set] = []
+    for r in rows:
+        for i, s in enumerate(seen):
+            if r[key] not in s:
+                s.add(r[key])
+                out[i].append(r)
+                break
+        else:
+            seen.append({r[key]})
+            out.append([r])
+    return out
+
+
+def _last_per(rows: Sequence[tuple], key: int) -> list[tuple]:
+    return list({r[key]: r for r in rows}.values())
+
+
+def _cols(rows: Sequence[tuple], n: int) -> list[list]:
+    """Rows -> n column lists (the arrays a multi-row statement unnests)."""
+    if any(len(r) != n for r in rows):
+        raise ValueError(f"batch rows must have {n} fields: {next(r for r in rows if len(r) != n)!r}")
+    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(n)]
+
+
+_NEW_URLS = """
+WITH up AS (
+    INSERT INTO urls AS u (url, partition, key, state, band, depth, redirects, via, discovered_at)
+    SELECT url, partition, key, 'queued', band, depth, redirects, via, at
+      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
+                  $8::float8[]) AS t(url, partition, key, band, depth, redirects, via, at)
+    ON CONFLICT (url) DO UPDATE SET state = 'queued', partition = excluded.partition, key = excluded.key,
+        band = excluded.band, depth = excluded.depth, via = excluded.via, reason = NULL, detail = NULL
+     WHERE u.state = 'skipped' AND u.reason = 'nofollow'   -- refused as nofollow, followed elsewhere
+    RETURNING u.url, u.partition
+), q AS (INSERT INTO inbox (partition, url) SELECT partition, url FROM up)
+SELECT url FROM up"""
+
+_DECISIONS = """
+INSERT INTO urls AS u (url, partition, key, via, discovered_at, state, reason, detail, depth)
+SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::text[],
+                     $8::text[], $9::int[])
+ON CONFLICT (url) DO """
+_DECISIONS_OWNED = _DECISIONS + """UPDATE SET state = excluded.state, reason = excluded.reason,
+    detail = excluded.detail WHERE NOT (excluded.reason = 'nofollow' AND u.state IN ('queued', 'fetched'))"""
+_DECISIONS_ROUTED = _DECISIONS + "NOTHING"
+
+_APPEND = {  # table -> (columns, array types)
+    "fetches": (("url", "kind", "at", "status", "bytes", "elapsed_s", "ip", "warc", "error"),
+                ("text", "text", "float8", "int", "int8", "float8", "text", "text", "text")),
+    "dead_letters": (("url", "at", "reason"), ("text", "float8", "text")),
+    "flags": (("url", "at", "flag", "detail"), ("text", "float8", "text", "text")),
+    "simhashes": (("doc_id", "fp", "scope"), ("text", "int8", "text")),
+}
+
+
+class PostgresStore:
+    """Crawl state shared by many workers. Open with `await PostgresStore.open(dsn)`."""
+
+    def __init__(self, pool, partitions: int | None) -> None:
+        self._pool = pool
+        self.partitions = partitions
+        self.statements = 0
+        self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
+        self._ip_tokens: dict[str, list[float]] = {}
+
+    @classmethod
+    async def open(cls, dsn: str, *, partitions: int | None = None, pool_min: int = 1, pool_max: int = 8,
+                   command_timeout_s: float = 60.0) -> "PostgresStore":
+        """Connect, migrate, and (with `partitions`) create the crawl or check that
+        the existing one has that many partitions."""
+        try:
+            pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
+                                             command_timeout=command_timeout_s,
+                                             server_settings={"application_name": "courtly"})
+        except _UNAVAILABLE as e:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {e}") from e
+        except asyncpg.PostgresError as e:
+            raise StoreError(f"cannot open the crawl database: {e}") from e
+        store = cls(pool, None)
+        try:
+            async with store._conn() as conn:
+                await migrate(conn)
+                store.statements += 1
+                if partitions is not None:
+                    await store._create_crawl(conn, partitions)
+                raw = await conn.fetchval("SELECT v FROM meta WHERE k = 'partitions'")
+                store.partitions = int(raw) if raw is not None else None
+        except BaseException:
+            await pool.close()
+            raise
+        return store
+
+    async def _create_crawl(self, conn, partitions: int) -> None:
+        if partitions < 1:
+            raise StoreError("partitions must be at least 1")
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
+            have = await conn.fetchval("SELECT v FROM meta WHERE k = 'partitions'")
+            if have is not None and int(have) != partitions:
+                raise StoreError(f"this crawl has {have} partitions, not {partitions} (fixed at creation)")
+            if have is None:
+                await conn.execute("INSERT INTO meta VALUES ('partitions', $1)", str(partitions))
+                await conn.execute("INSERT INTO partitions (id) SELECT generate_series(0, $1 - 1)", partitions)
+        self.statements += 4
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Any]:
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except _UNAVAILABLE as e:
+            raise StoreUnavailable(f"PostgreSQL unavailable: {e}") from e
+
+    async def _one(self, method: str, sql: str, *args):
+        """One statement on a pooled connection, counted."""
+        async with self._conn() as conn:
+            self.statements += 1
+            return await getattr(conn, method)(sql, *args)
+
+    def _partition(self, key: str) -> int:
+        if self.partitions is None:
+            raise StoreError("no crawl in this database: open it with partitions=P to create one")
+        return partition_of(key, self.partitions)
+
+    # ---- writes ----------------------------------------------------------------------
+
+    async def apply(self, batch: Batch, *, partition_epochs: Mapping[int, int] | None = None,
+                    batch_id: str | None = None) -> bool:
+        """Apply `batch` in one transaction, fenced by `partition_epochs` (partition
+        -> epoch the caller holds). Returns False when `batch_id` was applied
+        before (a retry after a lost COMMIT answer). Raises StaleEpoch."""
+        epochs = dict(partition_epochs or {})
+        plan = self._plan(batch, epochs)
+        for attempt in range(RETRIES):
+            try:
+                async with self._conn() as conn:
+                    return await self._apply_once(conn, batch, plan, epochs, batch_id)
+            except _RETRYABLE:
+                if attempt == RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _plan(self, b: Batch, epochs: Mapping[int, int]) -> dict:
+        """Pure preparation: partitions, rounds and column arrays."""
+        new = sorted(((u, self._partition(k), k, band, d, r, via, at)
+                      for u, k, band, d, r, via, at in b.new_urls), key=lambda r: r[0])
+        owned, routed = [], []
+        for url, key, via, at, state, reason, detail, depth in b.decisions:
+            p = self._partition(key)
+            row = (url, p, key, via, at, state, reason, detail, depth)
+            (owned if p in epochs else routed).append(row)
+        hosts = sorted((k, self._partition(k), json.dumps(v)) for k, v in b.hosts.items())
+        touched = {r[1] for r in owned} | {r[1] for r in hosts}
+        not_held = {p for p in touched if p not in epochs}
+        if not_held:
+            raise StaleEpoch(not_held)
+        return {"new": _rounds(new, 0), "owned": _rounds(owned, 0), "routed": routed,
+                "hosts": hosts, "touched": touched}
+
+    async def _apply_once(self, conn, b: Batch, plan: dict, epochs: Mapping[int, int],
+                          batch_id: str | None) -> bool:
+        touched = set(plan["touched"])
+        tx = conn.transaction()
+        await tx.start()
+        self.statements += 1
+        try:
+            if batch_id is not None:
+                self.statements += 1
+                first = await conn.fetchval(
+                    f"INSERT INTO applied_batches VALUES ($1, {_NOW}) ON CONFLICT DO NOTHING RETURNING true",
+                    batch_id)
+                if not first:
+                    await tx.rollback()
+                    self.statements += 1
+                    return False
+            for rows in plan["new"]:
+                self.statements += 1
+                await conn.execute(_NEW_URLS, *_cols(rows, 8))
+            if b.requeued:
+                rows = sorted(_last_per(b.requeued, 1), key=lambda r: r[1])
+                touched |= await self._updated_partitions(conn, (
+                    "UPDATE urls u SET attempts = t.attempts FROM unnest($1::int[], $2::text[])"
+                    " AS t(attempts, url) WHERE u.url = t.url RETURNING u.partition"), rows, 2)
+            if b.fetched:
+                rows = sorted(_last_per(b.fetched, 2), key=lambda r: r[2])
+                touched |= await self._updated_partitions(conn, (
+                    "UPDATE urls u SET state = 'fetched', fetched_at = t.at, status = t.status,"
+                    " reason = NULL, detail = NULL FROM unnest($1::float8[], $2::int[], $3::text[])"
+                    " AS t(at, status, url) WHERE u.url = t.url RETURNING u.partition"), rows, 3)
+            for rows in plan["owned"]:
+                self.statements += 1
+                await conn.execute(_DECISIONS_OWNED, *_cols(rows, 9))
+            if plan["routed"]:
+                self.statements += 1
+                await conn.execute(_DECISIONS_ROUTED, *_cols(plan["routed"], 9))
+            await self._append(conn, "fetches", b.fetches)
+            if plan["hosts"]:
+                self.statements += 1
+                await conn.execute(
+                    "INSERT INTO hosts SELECT k, p, s::jsonb FROM unnest($1::text[], $2::int[], $3::text[])"
+                    " AS t(k, p, s) ON CONFLICT (key) DO UPDATE SET state = excluded.state,"
+                    " partition = excluded.partition", *_cols(plan["hosts"], 3))
+            if b.robots:
+                rows = sorted((k, json.dumps(v)) for k, v in b.robots.items())
+                self.statements += 1
+                await conn.execute(
+                    "INSERT INTO robots SELECT k, s::jsonb FROM unnest($1::text[], $2::text[]) AS t(k, s)"
+                    " ON CONFLICT (origin) DO UPDATE SET state = excluded.state", *_cols(rows, 2))
+            await self._append(conn, "dead_letters", b.dead_letters)
+            await self._append(conn, "flags", b.flags)
+            if b.digests:
+                self.statements += 1
+                await conn.execute(
+                    "INSERT INTO digests SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[])"
+                    " ON CONFLICT (digest) DO NOTHING", *_cols(b.digests, 4))
+            await self._append(conn, "simhashes", b.simhashes)
+            if b.histories:
+                rows = sorted(b.histories.values())
+                self.statements += 1
+                await conn.execute(
+                    "INSERT INTO histories SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[],"
+                    " $5::text[]) ON CONFLICT (url) DO UPDATE SET host = excluded.host, tier = excluded.tier,"
+                    " depth = excluded.depth, history = excluded.history", *_cols(rows, 5))
+            if b.meta:
+                self.statements += 1
+                await conn.execute(
+                    "INSERT INTO meta SELECT * FROM unnest($1::text[], $2::text[])"
+                    " ON CONFLICT (k) DO UPDATE SET v = excluded.v", *_cols(sorted(b.meta.items()), 2))
+            if touched:
+                await self._fence(conn, touched, epochs)
+        except BaseException:
+            await tx.rollback()
+            self.statements += 1
+            raise
+        await tx.commit()
+        self.statements += 1
+        return True
+
+    async def _updated_partitions(self, conn, sql: str, rows: list[tuple], n: int) -> set[int]:
+        self.statements += 1
+        got = await conn.fetch(f"WITH up AS ({sql}) SELECT DISTINCT partition FROM up", *_cols(rows, n))
+        return {r[0] for r in got}
+
+    async def _append(self, conn, table: str, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        cols, types = _APPEND[table]
+        self.statements += 1
+        if len(rows) >= COPY_ROWS_MIN:
+            await conn.copy_records_to_table(table, records=rows, columns=list(cols))
+            return
+        args = ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(types))
+        await conn.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)}"
+            f" FROM unnest({args}) WITH ORDINALITY AS t({', '.join(cols)}, n) ORDER BY n",
+            *_cols(rows, len(cols)))
+
+    async def _fence(self, conn, partitions: set[int], epochs: Mapping[int, int]) -> None:
+        """Refuse (StaleEpoch) unless every partition written for is held at its
+        current epoch; the KEY SHARE locks keep it so until COMMIT."""
+        not_held = {p for p in partitions if p not in epochs}
+        if not_held:
+            raise StaleEpoch(not_held)
+        self.statements += 1
+        rows = await conn.fetch("SELECT id, epoch FROM partitions WHERE id = ANY($1::int[])"
+                                " ORDER BY id FOR KEY SHARE", sorted(partitions))
+        current = {r["id"]: r["epoch"] for r in rows}
+        stale = {p for p in partitions if current.get(p) != epochs[p]}
+        if stale:
+            raise StaleEpoch(stale)
+
+    async def insert_urls(self, rows: Sequence[tuple]) -> list[str]:
+        """Route discovered URLs (new_urls tuples: url, key, band, depth, redirects,
+        via, at) in one statement; returns, in input order, those that became
+        queued now (new, or revived after a nofollow refusal)."""
+        seen: set[str] = set()
+        first = [r for r in rows if not (r[0] in seen or seen.add(r[0]))]
+        prepared = [(u, self._partition(k), k, band, d, r, via, at) for u, k, band, d, r, via, at in first]
+        got = await self._one("fetch", _NEW_URLS, *_cols(prepared, 8))
+        new = {r[0] for r in got}
+        return [r[0] for r in first if r[0] in new]
+
+    # ---- workers and leases (database clock) --------------------------------------------------
+
+    async def register(self, worker_id: str) -> float:
+        """Record a live worker; returns the database time."""
+        return await self._one("fetchval",
+                               f"INSERT INTO workers VALUES ($1, {_NOW}, {_NOW}) ON CONFLICT (id) DO UPDATE"
+                               " SET started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at"
+                               " RETURNING heartbeat_at", worker_id)
+
+    async def heartbeat(self, worker_id: str) -> float:
+        """Refresh the worker's heartbeat (re-registers it if it was pruned)."""
+        return await self._one("fetchval",
+                               f"INSERT INTO workers VALUES ($1, {_NOW}, {_NOW}) ON CONFLICT (id) DO UPDATE"
+                               " SET heartbeat_at = excluded.heartbeat_at RETURNING heartbeat_at", worker_id)
+
+    async def deregister(self, worker_id: str) -> None:
+        await self._one("execute", "DELETE FROM workers WHERE id = $1", worker_id)
+
+    async def live_workers(self, ttl_s: float) -> list[str]:
+        rows = await self._one("fetch", f"SELECT id FROM workers WHERE heartbeat_at > {_NOW} - $1"
+                               " ORDER BY id", ttl_s)
+        return [r[0] for r in rows]
+
+    async def db_now(self) -> float:
+        return await self._one("fetchval", f"SELECT {_NOW}")
+
+    async def acquire(self, partition: int, worker_id: str, ttl_s: float) -> int | None:
+        """Take a free or expired partition: returns the new epoch, or None."""
+        got = await self.acquire_many([partition], worker_id, ttl_s)
+        return got.get(partition)
+
+    async def acquire_many(self, partitions: Iterable[int], worker_id: str, ttl_s: float) -> dict[int, int]:
+        """`acquire` for several partitions in one statement: partition -> epoch
+        for those granted. The FOR UPDATE waits for in-flight fenced batches."""
+        ids = sorted(set(partitions))
+        for attempt in range(RETRIES):
+            try:
+                rows = await self._one("fetch", (
+                    "WITH cur AS (SELECT id FROM partitions WHERE id = ANY($1::int[]) ORDER BY id FOR UPDATE)"
+                    f" UPDATE partitions p SET owner = $2, epoch = p.epoch + 1, lease_until = {_NOW} + $3"
+                    f" FROM cur WHERE p.id = cur.id AND (p.owner IS NULL OR p.lease_until <= {_NOW})"
+                    " RETURNING p.id, p.epoch"), ids, worker_id, ttl_s)
+                return {r["id"]: r["epoch"] for r in rows}
+            except _RETRYABLE:
+                await asyncio.sleep(0.01 * (attempt + 1))
+        return {}
+
+    async def renew(self, partition: int, worker_id: str, epoch: int, ttl_s: float) -> bool:
+        """Extend a lease we hold at `epoch` that has not expired; never revives."""
+        return partition in await self.renew_many(worker_id, {partition: epoch}, ttl_s)
+
+    async def renew_many(self, worker_id: str, partition_epochs: Mapping[int, int], ttl_s: float) -> set[int]:
+        """`renew` for all held partitions in one statement; returns those renewed."""
+        items = sorted(partition_epochs.items())
+        rows = await self._one("fetch", (
+            f"UPDATE partitions p SET lease_until = greatest(p.lease_until, {_NOW} + $4)"
+            " FROM unnest($1::int[], $2::int8[]) AS t(id, epoch)"
+            f" WHERE p.id = t.id AND p.epoch = t.epoch AND p.owner = $3 AND p.lease_until > {_NOW}"
+            " RETURNING p.id"), [p for p, _ in items], [e for _, e in items], worker_id, ttl_s)
+        return {r[0] for r in rows}
+
+    async def release(self, partition: int, worker_id: str, epoch: int) -> bool:
+        """Give a partition up now (after its fetching stopped and its batch committed)."""
+        return partition in await self.release_many(worker_id, {partition: epoch})
+
+    async def release_many(self, worker_id: str, partition_epochs: Mapping[int, int]) -> set[int]:
+        items = sorted(partition_epochs.items())
+        rows = await self._one("fetch", (
+            "UPDATE partitions p SET owner = NULL, lease_until = 0 FROM unnest($1::int[], $2::int8[])"
+            " AS t(id, epoch) WHERE p.id = t.id AND p.epoch = t.epoch AND p.owner = $3 RETURNING p.id"),
+            [p for p, _ in items], [e for _, e in items], worker_id)
+        return {r[0] for r in rows}
+
+    async def leases(self) -> list[LeaseRecord]:
+        rows = await self._one("fetch", "SELECT id, owner, epoch, lease_until FROM partitions ORDER BY id")
+        return [LeaseRecord(r["id"], r["owner"], r["epoch"], r["lease_until"]) for r in rows]
+
+    # ---- picking up work ---------------------------------------------------------------------
+
+    async def adopt(self, partition: int, epoch: int) -> int:
+        """Right after acquiring: rebuild the partition's inbox from its queued URLs
+        (one snapshot, so nothing is lost or doubled). Returns how many."""
+        for attempt in range(RETRIES):
+            try:
+                async with self._conn() as conn:
+                    async with conn.transaction(isolation="repeatable_read"):
+                        await self._fence(conn, {partition}, {partition: epoch})
+                        await conn.execute("DELETE FROM inbox WHERE partition = $1", partition)
+                        status = await conn.execute(
+                            "INSERT INTO inbox (partition, url) SELECT partition, url FROM urls"
+                            " WHERE partition = $1 AND state = 'queued' ORDER BY band, discovered_at",
+                            partition)
+                    self.statements += 5
+                    return int(status.split()[-1])
+            except _RETRYABLE:
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise StoreError(f"could not adopt partition {partition}: too many conflicts")
+
+    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[tuple]:
+        """Take up to `limit` new queued URLs of the held partitions from the inbox:
+        (url, key, band, depth, redirects, via, attempts) like `iter_queued`.
+        Fenced: a partition whose epoch moved yields nothing."""
+        items = sorted(partition_epochs.items())
+        if not items or limit <= 0:
+            return []
+        rows = await self._one("fetch", """
+            WITH ok AS (
+                SELECT p.id FROM partitions p JOIN unnest($1::int[], $2::int8[]) AS t(id, epoch)
+                    ON p.id = t.id AND p.epoch = t.epoch ORDER BY p.id FOR KEY SHARE OF p
+            ), picked AS (
+                SELECT i.id FROM inbox i WHERE i.partition IN (SELECT id FROM ok)
+                 LIMIT $3 FOR UPDATE SKIP LOCKED
+            ), gone AS (
+                DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url
+            )
+            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts
+              FROM gone JOIN urls u ON u.url = gone.url WHERE u.state = 'queued' ORDER BY gone.id""",
+            [p for p, _ in items], [e for _, e in items], limit)
+        return [tuple(r) for r in rows]
+
+    async def queue_sizes(self) -> dict[int, int]:
+        """partition -> URLs waiting in its inbox (status page)."""
+        rows = await self._one("fetch", "SELECT partition, count(*) FROM inbox GROUP BY partition")
+        return {r[0]: r[1] for r in rows}
+
+    # ---- per-IP limits across workers -----------------------------------------------------------
+
+    async def ip_acquire(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
+                         hold_s: float = 120.0, margin_s: float = 0.01) -> float | None:
+        """Ask for a request slot on `ip`: None when granted (call `ip_release`
+        when the request is over), else seconds to wait before asking again.
+        `now` is the caller's clock (NTP-synced workers) or None for the
+        database's; a slot not released within `hold_s` lapses (dead worker)."""
+        window = int(rate_per_s) if rate_per_s >= 1 else 1
+        span = (1.0 if rate_per_s >= 1 else 1.0 / rate_per_s) + margin_s
+        row = await self._one("fetchrow", "SELECT * FROM courtly_ip_acquire($1, $2, $3, $4, $5, $6)",
+                              ip, now, concurrency_max, window, span, hold_s)
+        if row["granted"]:
+            self._ip_tokens.setdefault(ip, []).append(row["token"])
+            return None
+        return row["wait_s"] if row["wait_s"] is not None else self.ip_busy_wait_s
+
+    async def ip_release(self, ip: str) -> None:
+        """Give back one slot this store granted on `ip` (one statement)."""
+        tokens = self._ip_tokens.get(ip)
+        if not tokens:
+            return
+        token = tokens.pop()
+        if not tokens:
+            del self._ip_tokens[ip]
+        await self._one("execute",
+                        "UPDATE ip_limits SET flights = flights[:array_position(flights, $2) - 1]"
+                        " || flights[array_position(flights, $2) + 1:] WHERE ip = $1 AND $2 = ANY(flights)",
+                        ip, token)
+
+    async def prune(self, older_than_s: float = 86_400.0) -> None:
+        """Housekeeping (one worker, now and then): forget batch ids, dead workers
+        and idle IP rows older than `older_than_s` (database clock)."""
+        async with self._conn() as conn:
+            for sql in ("DELETE FROM applied_batches WHERE at < {now} - $1",
+                        "DELETE FROM workers WHERE heartbeat_at < {now} - $1",
+                        "DELETE FROM ip_limits WHERE updated_at < {now} - $1 AND cardinality(flights) = 0"):
+                self.statements += 1
+                await conn.execute(sql.format(now=_NOW), older_than_s)
+
+    # ---- reads (the same answers as SqliteStore) -------------------------------------------------
+
+    async def has_url(self, url: str) -> bool:
+        return await self._one("fetchval", "SELECT true FROM urls WHERE url = $1", url) is not None
+
+    async def _pages(self, sql: str, key_col: int, *args, start=None) -> AsyncIterator[tuple]:
+        """Keyset pagination: `sql` takes $1 = last key (or NULL) and $2 = page size."""
+        last = start
+        while True:
+            rows = await self._one("fetch", sql, last, PAGE_ROWS, *args)
+            for r in rows:
+                yield tuple(r)
+            if len(rows) < PAGE_ROWS:
+                return
+            last = rows[-1][key_col]
+
+    async def iter_urls(self) -> AsyncIterator[str]:
+        async for (u,) in self._pages("SELECT url FROM urls WHERE $1::text IS NULL OR url > $1"
+                                      " ORDER BY url LIMIT $2", 0):
+            yield u
+
+    async def iter_queued(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
+        """(url, key, band, depth, redirects, via, attempts) of queued URLs (of
+        `partitions` when given)."""
+        ids = None if partitions is None else sorted(set(partitions))
+        async for r in self._pages(
+                "SELECT url, key, band, depth, redirects, via, attempts FROM urls WHERE state = 'queued'"
+                " AND ($1::text IS NULL OR url > $1) AND ($3::int[] IS NULL OR partition = ANY($3))"
+                " ORDER BY url LIMIT $2", 0, ids):
+            yield r
+
+    async def hosts(self, partitions: Iterable[int] | None = None) -> dict[str, dict]:
+        ids = None if partitions is None else sorted(set(partitions))
+        rows = await self._one("fetch", "SELECT key, state::text FROM hosts"
+                               " WHERE $1::int[] IS NULL OR partition = ANY($1)", ids)
+        return {k: json.loads(v) for k, v in rows}
+
+    async def robots(self) -> dict[str, dict]:
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots")
+        return {k: json.loads(v) for k, v in rows}
+
+    async def iter_digests(self) -> AsyncIterator[tuple]:
+        async for r in self._pages("SELECT digest, url, at, record_id FROM digests"
+                                   " WHERE $1::text IS NULL OR digest > $1 ORDER BY digest LIMIT $2", 0):
+            yield r
+
+    async def iter_histories(self) -> AsyncIterator[tuple]:
+        async for r in self._pages("SELECT url, host, tier, depth, history FROM histories"
+                                   " WHERE $1::text IS NULL OR url > $1 ORDER BY url LIMIT $2", 0):
+            yield r
+
+    async def iter_simhashes(self) -> AsyncIterator[tuple]:
+        async for r in self._pages("SELECT doc_id, fp, scope, id FROM simhashes WHERE id > $1"
+                                   " ORDER BY id LIMIT $2", 3, start=0):
+            yield r[:3]
+
+    async def fetches_by_day(self) -> list[tuple]:
+        rows = await self._one("fetch", "SELECT floor(at / 86400)::int AS day, kind, count(*) FROM fetches"
+                               " GROUP BY day, kind ORDER BY day, kind")
+        return [tuple(r) for r in rows]
+
+    async def url_flags(self, url: str) -> list[tuple]:
+        rows = await self._one("fetch", "SELECT at, flag, detail FROM flags WHERE url = $1 ORDER BY at", url)
+        return [tuple(r) for r in rows]
+
+    async def count_denied(self, key: str, reason: str) -> int:
+        return await self._one("fetchval", "SELECT count(*) FROM urls WHERE key = $1 AND reason = $2",
+                               key, reason)
+
+    async def requeue_denied(self, key: str, reason: str, rule: str | None = None) -> int:
+        """Queue again the URLs of `key` skipped for `reason` (and `rule`, whose
+        name starts the decision's detail); they reach the owner's inbox."""
+        rows = await self._one("fetch", """
+            WITH up AS (
+                UPDATE urls SET state = 'queued', reason = NULL, detail = NULL
+                 WHERE key = $1 AND state = 'skipped' AND reason = $2
+                   AND ($3::text IS NULL OR starts_with(detail, $3))
+                RETURNING partition, url
+            ), q AS (INSERT INTO inbox (partition, url) SELECT partition, url FROM up)
+            SELECT count(*) FROM up""", key, reason, rule or None)
+        return rows[0][0]
+
+    async def get_meta(self, k: str) -> str | None:
+        return await self._one("fetchval", "SELECT v FROM meta WHERE k = $1", k)
+
+    async def url_record(self, url: str) -> dict | None:
+        row = await self._one("fetchrow", "SELECT * FROM urls WHERE url = $1", url)
+        return None if row is None else dict(row)
+
+    async def url_fetches(self, url: str) -> list[dict]:
+        rows = await self._one("fetch", "SELECT * FROM fetches WHERE url = $1 ORDER BY at", url)
+        return [dict(r) for r in rows]
+
+    async def linked_from(self, url: str, limit: int = 20) -> list[str]:
+        rows = await self._one("fetch", "SELECT url FROM urls WHERE via = $1 LIMIT $2", url, limit)
+        return [r[0] for r in rows]
+
+    async def counts(self) -> dict:
+        async with self._conn() as conn:
+            q = conn.fetch
+            out: dict = {"states": {}, "reasons": {}, "statuses": {}}
+            out["states"] = {s: n for s, n in await q("SELECT state, count(*) FROM urls GROUP BY state")}
+            out["reasons"] = {r: n for r, n in await q(
+                "SELECT reason, count(*) FROM urls WHERE reason IS NOT NULL GROUP BY reason ORDER BY 2 DESC")}
+            out["statuses"] = {str(s): n for s, n in await q(
+                "SELECT status, count(*) FROM fetches WHERE kind = 'page' GROUP BY status ORDER BY 1")}
+            row = await conn.fetchrow("SELECT count(*), coalesce(sum(bytes), 0), min(at), max(at) FROM fetches")
+            out["fetches"], out["bytes"], out["first_at"], out["last_at"] = row[0], int(row[1]), row[2], row[3]
+            out["hosts"] = await conn.fetchval("SELECT count(DISTINCT key) FROM urls")
+            out["dead_letters"] = await conn.fetchval("SELECT count(*) FROM dead_letters")
+            out["flags"] = {f: n for f, n in await q("SELECT flag, count(*) FROM flags GROUP BY flag")}
+            out["robots_fetches"] = await conn.fetchval("SELECT count(*) FROM fetches WHERE kind = 'robots'")
+            self.statements += 8
+        return out

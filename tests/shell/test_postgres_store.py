@@ -1,0 +1,576 @@
+"""PostgresStore against a throwaway PostgreSQL on loopback: the schema
+migrates once, batches read back exactly as from SqliteStore, stale epochs are
+refused, leases follow core/lease.py, routing inserts are the exact seen test,
+owners pick up new rows, per-IP limits hold across workers, a batch costs a
+bounded number of statements, and the store rides out a server restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+import pytest
+
+from courtly.core.urls import partition_of
+from courtly.shell.store.postgres import (
+    COPY_ROWS_MIN,
+    MIGRATIONS,
+    PostgresStore,
+    StaleEpoch,
+    StoreError,
+    StoreUnavailable,
+    migrate,
+)
+from courtly.shell.store.sqlite import Batch, SqliteStore
+from pg_support import pg_fixture, pg_server
+
+postgres = pg_fixture()
+P = 8
+ALL = range(P)
+
+
+def run(coro, timeout_s: float = 60.0):
+    async def bounded():
+        return await asyncio.wait_for(coro, timeout_s)
+    return asyncio.run(bounded())
+
+
+def _new(url, key="a.test", at=1.0, band=4, via="http://a.test/"):
+    return (url, key, band, 1, 0, via, at)
+
+
+async def _open(dsn, **kw) -> PostgresStore:
+    return await PostgresStore.open(dsn, partitions=P, **kw)
+
+
+async def _hold_all(store: PostgresStore, worker="w") -> dict[int, int]:
+    return await store.acquire_many(ALL, worker, 60.0)
+
+
+def _key_in_other_partition(key: str) -> str:
+    for i in range(100):
+        k = f"other{i}.test"
+        if partition_of(k, P) != partition_of(key, P):
+            return k
+    raise AssertionError
+
+
+# ---- schema -------------------------------------------------------------------------------
+
+def test_schema_migration_is_idempotent_and_serialised(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        stores = await asyncio.gather(*(_open(dsn) for _ in range(3)))   # concurrent first opens
+        for s in stores:
+            await s.close()
+        s = await _open(dsn)
+        assert await s.get_meta("schema_version") == "1" and s.partitions == P
+        await s.close()
+        extra = MIGRATIONS + ((2, "CREATE TABLE extra (x int)"),)
+        conn = await asyncpg.connect(dsn)
+        try:
+            assert await migrate(conn, extra) == 2
+            assert await migrate(conn, extra) == 2        # applied once: no "already exists"
+            assert await conn.fetchval("SELECT count(*) FROM extra") == 0
+        finally:
+            await conn.close()
+        with pytest.raises(StoreError, match="newer courtly"):
+            await _open(dsn)
+
+    run(body())
+
+
+def test_partitions_are_fixed_when_the_crawl_is_created(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        assert [r.partition for r in await s.leases()] == list(ALL)
+        await s.close()
+        with pytest.raises(StoreError, match="8 partitions"):
+            await PostgresStore.open(dsn, partitions=16)
+        s = await PostgresStore.open(dsn)             # joining workers read P from the crawl
+        assert s.partitions == P
+        await s.close()
+
+    run(body())
+
+
+# ---- batches read back like SqliteStore ------------------------------------------------------------
+
+def _batches() -> list[Batch]:
+    a1, a2, child = "http://a.test/1", "http://a.test/2", "http://a.test/child"
+    nofollow = ("http://a.test/n", "", "http://a.test/", 1.0, "skipped", "nofollow", "rel=nofollow", 1)
+    bulk = [f"http://c.test/p{i}" for i in range(COPY_ROWS_MIN + 20)]
+    return [
+        Batch(new_urls=[_new(a1), _new(a2), _new(a1, band=0)], hosts={"a.test": {"delay_s": 2.0}},
+              robots={"http://a.test": {"v": 1}}, meta={"started": "1.0"}),
+        Batch(new_urls=[_new(child, via=a1)], fetched=[(2.0, 200, a1)], requeued=[(1, a2), (2, a2)],
+              fetches=[(a1, "page", 2.0, 200, 1234, 0.1, "127.0.0.1", "f.warc.gz:0", ""),
+                       ("http://a.test/robots.txt", "robots", 1.5, 404, 0, 0.01, "127.0.0.1", "", "")],
+              flags=[(a1, 2.0, "exact_dup", "same as x")], digests=[("sha1:X", a1, 2.0, "<urn:1>"),
+                                                                   ("sha1:X", a2, 3.0, "<urn:2>")],
+              simhashes=[("d1", -5, "a.test"), ("d2", 2 ** 62, "a.test"), ("d0", 7, "b.test")],
+              histories={a1: (a1, "a.test", 1, 0, "[1, 2]")},
+              dead_letters=[(a2, 2.0, "extract failed")], hosts={"a.test": {"delay_s": 3.0}}),
+        Batch(decisions=[nofollow,
+                         ("http://b.test/p", "b.test", a1, 3.0, "skipped", "robots", "Disallow: /p", 1),
+                         ("http://b.test/q", "b.test", a1, 3.0, "skipped", "robots", "Disallow: /q", 1),
+                         ("http://b.test/r", "b.test", a1, 3.0, "skipped", "robots", "other", 1),
+                         ("http://b.test/p", "b.test", a1, 3.5, "skipped", "robots", "Disallow: /p", 1)],
+              new_urls=[_new("http://a.test/m")],
+              histories={a1: (a1, "a.test", 2, 0, "[1, 2, 3]")}, meta={"started": "1.5", "x": "y"}),
+        Batch(new_urls=[_new("http://a.test/n")],
+              decisions=[("http://a.test/m",) + nofollow[1:]]),  # queued first, refused later
+        Batch(new_urls=[_new(u, key="c.test") for u in bulk],
+              fetches=[(u, "page", 4.0 + i, 200, 10, 0.2, "10.0.0.1", f"w.warc.gz:{i}", "")
+                       for i, u in enumerate(bulk)],
+              flags=[(u, 4.0, "near_dup", "d") for u in bulk],
+              simhashes=[(f"s{i}", i - 300, "c.test") for i in range(COPY_ROWS_MIN + 1)]),
+    ]
+
+
+async def _reads(s, sync: bool) -> dict:
+    async def a(x):
+        return x if sync else await x
+
+    async def items(it):
+        if sync:
+            return list(it)
+        return [r async for r in it]
+
+    urls = sorted(await items(s.iter_urls()))
+    out = {
+        "urls": urls,
+        "queued": sorted(await items(s.iter_queued())),
+        "records": [{k: v for k, v in (await a(s.url_record(u))).items() if k != "partition"} for u in urls],
+        "fetches": [[{k: v for k, v in f.items() if k != "id"} for f in await a(s.url_fetches(u))] for u in urls],
+        "flags": [await a(s.url_flags(u)) for u in urls],
+        "hosts": await a(s.hosts()),
+        "robots": await a(s.robots()),
+        "digests": sorted(await items(s.iter_digests())),
+        "histories": sorted(await items(s.iter_histories())),
+        "simhashes": await items(s.iter_simhashes()),
+        "by_day": await a(s.fetches_by_day()),
+        "denied": await a(s.count_denied("b.test", "robots")),
+        "meta": [await a(s.get_meta(k)) for k in ("started", "x", "nope")],
+        "linked": sorted(await a(s.linked_from("http://a.test/1"))),
+        "has": [await a(s.has_url(u)) for u in ("http://a.test/1", "http://nowhere.test/")],
+        "counts": await a(s.counts()),
+    }
+    return out
+
+
+def test_apply_round_trips_batches_with_the_same_reads_as_sqlite(postgres, tmp_path):
+    dsn = postgres.create_database()
+    lite = SqliteStore(tmp_path / "c.db")
+
+    async def body():
+        s = await _open(dsn)
+        epochs = await _hold_all(s)
+        for b in _batches():
+            lite.apply(b)
+            assert await s.apply(b, partition_epochs=epochs)
+        assert lite.requeue_denied("b.test", "robots", "Disallow") == 2
+        assert await s.requeue_denied("b.test", "robots", "Disallow") == 2
+        want, got = await _reads(lite, sync=True), await _reads(s, sync=False)
+        for k in want:
+            assert got[k] == want[k], k
+        assert got["counts"]["fetches"] == COPY_ROWS_MIN + 22
+        await s.close()
+
+    run(body())
+
+
+def test_failed_batch_rolls_back_entirely(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        bad = Batch(new_urls=[_new("http://a.test/x")], fetches=[("u", "page", 1.0)])   # wrong arity
+        with pytest.raises((ValueError, TypeError, asyncpg.PostgresError)):
+            await s.apply(bad, partition_epochs=await _hold_all(s))
+        assert not await s.has_url("http://a.test/x")
+        await s.close()
+
+    run(body())
+
+
+# ---- fencing ----------------------------------------------------------------------------------
+
+def test_writes_with_a_stale_epoch_are_refused_whole(postgres):
+    dsn = postgres.create_database()
+    p = partition_of("a.test", P)
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        e1 = await a.acquire(p, "a", 0.3)
+        await a.apply(Batch(new_urls=[_new("http://a.test/")]), partition_epochs={p: e1})
+        await asyncio.sleep(0.4)                                    # a is paused past its lease
+        e2 = await b.acquire(p, "b", 30.0)
+        assert e2 == e1 + 1
+        zombie = Batch(fetched=[(5.0, 200, "http://a.test/")], new_urls=[_new("http://z.test/")],
+                       hosts={"a.test": {"delay_s": 9.0}})
+        with pytest.raises(StaleEpoch) as err:
+            await a.apply(zombie, partition_epochs={p: e1})
+        assert err.value.partitions == {p}
+        assert not await a.has_url("http://z.test/")                # nothing of the batch landed
+        assert (await a.url_record("http://a.test/"))["state"] == "queued"
+        assert await a.hosts() == {}
+        assert await b.apply(zombie, partition_epochs={p: e2})      # the owner's write goes in
+        assert (await b.url_record("http://a.test/"))["state"] == "fetched"
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def test_writes_for_a_partition_not_held_are_refused_but_routing_is_free(postgres):
+    dsn = postgres.create_database()
+    p = partition_of("a.test", P)
+    other = _key_in_other_partition("a.test")
+    q = partition_of(other, P)
+
+    async def body():
+        s = await _open(dsn)
+        e = await s.acquire(p, "w", 30.0)
+        # discovered URLs and refusals for someone else's partition: routing
+        await s.apply(Batch(new_urls=[_new(f"http://{other}/", key=other)],
+                            decisions=[(f"http://{other}/x", other, "", 1.0, "skipped", "filtered", "", 1)]),
+                      partition_epochs={p: e})
+        assert (await s.url_record(f"http://{other}/"))["partition"] == q
+        # a refusal from a non-owner never overwrites the owner's record
+        await s.apply(Batch(decisions=[(f"http://{other}/", other, "", 2.0, "skipped", "filtered", "", 1)]),
+                      partition_epochs={p: e})
+        assert (await s.url_record(f"http://{other}/"))["state"] == "queued"
+        for bad in (Batch(fetched=[(2.0, 200, f"http://{other}/")]),
+                    Batch(requeued=[(1, f"http://{other}/")]),
+                    Batch(hosts={other: {"delay_s": 1.0}})):
+            with pytest.raises(StaleEpoch) as err:
+                await s.apply(bad, partition_epochs={p: e})
+            assert err.value.partitions == {q}
+        await s.close()
+
+    run(body())
+
+
+def test_acquire_waits_for_a_fenced_batch_and_renew_does_not(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        e = await s.acquire(0, "a", 0.2)
+        await asyncio.sleep(0.3)                                    # expired, not yet taken
+        conn = await asyncpg.connect(dsn)
+        tx = conn.transaction()
+        await tx.start()                                            # a batch in flight holds the fence
+        await conn.fetch("SELECT epoch FROM partitions WHERE id = 0 FOR KEY SHARE")
+        other = await _open(dsn)
+        e1 = await other.acquire(1, "a", 30.0)
+        t0 = time.monotonic()
+        assert await other.renew(1, "a", e1, 30.0)                  # renewals never wait
+        assert time.monotonic() - t0 < 2.0
+        take = asyncio.create_task(other.acquire(0, "b", 30.0))
+        await asyncio.sleep(0.5)
+        assert not take.done()                                      # the new epoch waits for the batch
+        await tx.commit()
+        assert await asyncio.wait_for(take, 5) == e + 1
+        await conn.close()
+        await s.close()
+        await other.close()
+
+    run(body())
+
+
+# ---- leases -----------------------------------------------------------------------------------
+
+def test_acquire_renew_expiry_release_and_epochs(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        e = await s.acquire(3, "a", 0.5)
+        assert e == 1
+        assert await s.acquire(3, "b", 30.0) is None               # held
+        assert await s.acquire(3, "a", 30.0) is None               # the owner renews, never re-acquires
+        assert await s.renew(3, "a", e, 0.5)
+        assert not await s.renew(3, "b", e, 30.0)
+        assert not await s.renew(3, "a", e + 1, 30.0)
+        await asyncio.sleep(0.6)
+        assert not await s.renew(3, "a", e, 30.0)                  # expired: never revived
+        e2 = await s.acquire(3, "b", 30.0)
+        assert e2 == 2
+        assert not await s.release(3, "a", e)
+        assert await s.release(3, "b", e2)
+        assert await s.acquire(3, "a", 30.0) == 3                  # released: free at once
+        rec = {r.partition: r for r in await s.leases()}[3]
+        assert rec.owner == "a" and rec.epoch == 3 and rec.lease_until > await s.db_now() + 29
+        # many at once
+        got = await s.acquire_many(range(P), "c", 30.0)
+        assert set(got) == set(ALL) - {3}
+        assert await s.renew_many("c", got, 30.0) == set(got)
+        assert await s.release_many("c", {**got, 3: 3}) == set(got)
+        await s.close()
+
+    run(body())
+
+
+def test_two_concurrent_acquirers_exactly_one_wins(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        for _ in range(5):
+            ga, gb = await asyncio.gather(a.acquire_many(ALL, "a", 30.0), b.acquire_many(ALL, "b", 30.0))
+            assert not set(ga) & set(gb)
+            assert set(ga) | set(gb) == set(ALL)
+            assert await a.release_many("a", ga) | await b.release_many("b", gb) == set(ALL)
+        for p in ALL:
+            wins = await asyncio.gather(a.acquire(p, "a", 30.0), b.acquire(p, "b", 30.0))
+            assert sum(w is not None for w in wins) == 1
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def test_workers_register_heartbeat_and_drop_out(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        await s.register("w1")
+        await s.register("w2")
+        assert await s.live_workers(5.0) == ["w1", "w2"]
+        await asyncio.sleep(0.3)
+        await s.heartbeat("w2")
+        assert await s.live_workers(0.2) == ["w2"]
+        await s.deregister("w2")
+        assert await s.live_workers(5.0) == ["w1"]
+        await s.apply(Batch(meta={"k": "v"}), batch_id="old")
+        await asyncio.sleep(0.3)
+        await s.register("w3")
+        await s.prune(older_than_s=0.2)                             # housekeeping
+        assert await s.live_workers(5.0) == ["w3"]
+        assert await s.apply(Batch(meta={"k": "v"}), batch_id="old")   # its id was forgotten
+        await s.close()
+
+    run(body())
+
+
+# ---- routing and picking up ---------------------------------------------------------------------
+
+def test_insert_urls_returns_only_the_new_ones(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        u = [f"http://a.test/{i}" for i in range(6)]
+        assert await a.insert_urls([_new(u[0]), _new(u[1]), _new(u[0])]) == u[:2]
+        assert await a.insert_urls([_new(u[1]), _new(u[2])]) == [u[2]]
+        # two workers discover overlapping sets at once: each URL is new exactly once
+        many = [f"http://a.test/m{i}" for i in range(300)]
+        ra, rb = await asyncio.gather(a.insert_urls([_new(x) for x in many[:200]]),
+                                      b.insert_urls([_new(x) for x in many[100:]]))
+        assert not set(ra) & set(rb) and set(ra) | set(rb) == set(many)
+        # a refusal as nofollow does not hide a URL that is followed elsewhere
+        await a.apply(Batch(decisions=[(u[5], "a.test", "", 1.0, "skipped", "nofollow", "", 1)]),
+                      partition_epochs=await _hold_all(a))
+        assert await a.insert_urls([_new(u[5])]) == [u[5]]
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def test_owner_claims_new_rows_of_its_partitions_only_and_takeover_loses_nothing(postgres):
+    dsn = postgres.create_database()
+    p = partition_of("a.test", P)
+    other = _key_in_other_partition("a.test")
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        before = [f"http://a.test/{i}" for i in range(25)]
+        await b.insert_urls([_new(u) for u in before] + [_new(f"http://{other}/", key=other)])
+        e = await a.acquire(p, "a", 0.5)
+        assert await a.adopt(p, e) == 25
+        got = []
+        while page := await a.claim_new({p: e}, 10):
+            got += page
+        assert sorted(r[0] for r in got) == sorted(before)            # each once, none of the other key
+        assert got[0][1:] == ("a.test", 4, 1, 0, "http://a.test/", 0)
+        await b.insert_urls([_new("http://a.test/late")])            # routed by another worker
+        assert [r[0] for r in await a.claim_new({p: e}, 10)] == ["http://a.test/late"]
+        # a fetched some, then paused past its lease; b takes over
+        await a.apply(Batch(fetched=[(2.0, 200, u) for u in before[:5]]), partition_epochs={p: e})
+        await asyncio.sleep(0.6)
+        await b.insert_urls([_new("http://a.test/later")])
+        e2 = await b.acquire(p, "b", 30.0)
+        assert await a.claim_new({p: e}, 10) == []                   # the zombie gets nothing
+        assert await b.adopt(p, e2) == 22                              # 25 + late + later - 5 fetched
+        taken = []
+        while page := await b.claim_new({p: e2}, 7):
+            taken += [r[0] for r in page]
+        assert sorted(taken) == sorted(before[5:] + ["http://a.test/late", "http://a.test/later"])
+        assert await b.queue_sizes() == {partition_of(other, P): 1}
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+# ---- per-IP limits ------------------------------------------------------------------------------
+
+def test_ip_rate_and_concurrency_follow_the_window_rule(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        ip = "192.0.2.1"
+        t = 1000.0
+        for i in range(5):                                         # 5 starts in the window, split over workers
+            assert await (a if i % 2 else b).ip_acquire(ip, t + i * 0.1, 10, 5.0) is None
+        wait = await a.ip_acquire(ip, t + 0.5, 10, 5.0)
+        assert wait == pytest.approx(0.51, abs=1e-6)               # oldest + 1 s + margin - now
+        assert await b.ip_acquire(ip, t + 1.011, 10, 5.0) is None
+        # concurrency: 2 slots, held by a; b waits; a slot of a dead worker lapses after hold_s
+        ip2 = "192.0.2.2"
+        assert await a.ip_acquire(ip2, t, 2, 100.0, hold_s=5.0) is None
+        assert await a.ip_acquire(ip2, t, 2, 100.0, hold_s=5.0) is None
+        assert await b.ip_acquire(ip2, t + 0.1, 2, 100.0) == b.ip_busy_wait_s
+        await a.ip_release(ip2)
+        assert await b.ip_acquire(ip2, t + 0.2, 2, 100.0) is None
+        assert await b.ip_acquire(ip2, t + 0.3, 2, 100.0) == b.ip_busy_wait_s
+        assert await b.ip_acquire(ip2, t + 5.1, 2, 100.0) is None   # a's other slot lapsed
+        # now=None: the database's clock decides
+        assert await a.ip_acquire("192.0.2.3", None, 1, 1.0) is None
+        assert 0.9 < await b.ip_acquire("192.0.2.3", None, 5, 1.0) <= 1.01
+        await a.close()
+        await b.close()
+
+    run(body())
+
+
+def test_ip_limits_hold_across_two_workers_under_contention(postgres):
+    dsn = postgres.create_database()
+    conc, rate, ip = 3, 5.0, "198.51.100.7"
+    starts: list[float] = []
+    in_flight = [0]
+    peak = [0]
+
+    async def fetcher(store: PostgresStore, stop_at: float):
+        while time.time() < stop_at:
+            now = time.time()                                      # one clock for all, as with NTP
+            wait = await store.ip_acquire(ip, now, conc, rate)
+            if wait is not None:
+                await asyncio.sleep(min(wait, 0.05))
+                continue
+            starts.append(now)
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            await asyncio.sleep(0.35)
+            in_flight[0] -= 1
+            await store.ip_release(ip)
+
+    async def body():
+        a, b = await _open(dsn, pool_max=4), await _open(dsn, pool_max=4)
+        stop_at = time.time() + 3.0
+        await asyncio.gather(*(fetcher(s, stop_at) for s in (a, b, a, b, a, b)))
+        await a.close()
+        await b.close()
+
+    run(body())
+    starts.sort()
+    assert len(starts) >= 10
+    assert peak[0] <= conc
+    for i in range(len(starts) - int(rate)):
+        assert starts[i + int(rate)] - starts[i] >= 1.0, "more than 5 starts in one second"
+
+
+# ---- cost ------------------------------------------------------------------------------------------
+
+def test_statements_per_batch_are_bounded_not_per_url(postgres):
+    dsn = postgres.create_database()
+
+    def batch(n: int, tag: str) -> Batch:
+        urls = [f"http://a.test/{tag}{i}" for i in range(n)]
+        return Batch(new_urls=[_new(u) for u in urls],
+                     fetched=[(2.0, 200, u) for u in urls],
+                     decisions=[(u + "x", "a.test", u, 2.0, "skipped", "robots", "", 1) for u in urls],
+                     fetches=[(u, "page", 2.0, 200, 10, 0.1, "10.0.0.1", "w:0", "") for u in urls],
+                     hosts={"a.test": {"delay_s": 1.0}},
+                     flags=[(u, 2.0, "soft404", "") for u in urls])
+
+    async def body():
+        s = await _open(dsn)
+        epochs = await _hold_all(s)
+        counts = []
+        for n, tag in ((10, "s"), (5000, "l")):
+            before = s.statements
+            await s.apply(batch(n, tag), partition_epochs=epochs, batch_id=f"b-{tag}")
+            counts.append(s.statements - before)
+        assert counts[0] == counts[1] <= 12, counts
+        before = s.statements
+        assert not await s.apply(batch(10, "s"), partition_epochs=epochs, batch_id="b-s")   # a retry
+        assert s.statements - before == 3                          # BEGIN, batch id, ROLLBACK
+        assert len([u async for u in s.iter_urls()]) == 10_020
+        await s.close()
+
+    run(body())
+
+
+# ---- server restart ------------------------------------------------------------------------------
+
+def test_store_rides_out_a_server_restart_and_retries_once(tmp_path):
+    from pg_support import missing_reason
+    if missing_reason():
+        pytest.skip(missing_reason())
+
+    async def until_up(coro_fn, seconds=20.0):
+        deadline = time.monotonic() + seconds
+        failures = 0
+        while True:
+            try:
+                return await coro_fn(), failures
+            except StoreUnavailable:
+                failures += 1
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
+    with pg_server() as server:
+        dsn = server.create_database()
+
+        async def before():
+            s = await _open(dsn)
+            epochs = await _hold_all(s)
+            await s.apply(Batch(new_urls=[_new("http://a.test/1")]), partition_epochs=epochs, batch_id="1")
+            return s, epochs
+
+        async def after(s, epochs, mode):
+            b = Batch(new_urls=[_new(f"http://a.test/{mode}")], fetched=[(2.0, 200, "http://a.test/1")])
+            ok, failures = await until_up(lambda: s.apply(b, partition_epochs=epochs, batch_id=mode))
+            assert ok
+            # the commit answer was lost? the retry with the same id is a no-op
+            assert not await s.apply(b, partition_epochs=epochs, batch_id=mode)
+            assert (await s.url_record("http://a.test/1"))["state"] == "fetched"
+            assert await s.has_url(f"http://a.test/{mode}")
+            return failures
+
+        async def down_then_up(s, epochs, mode):
+            server.stop(mode)
+            with pytest.raises(StoreUnavailable):
+                await s.has_url("http://a.test/1")
+            server.start()
+            return await after(s, epochs, mode)
+
+        async def body():
+            s, epochs = await before()
+            for mode in ("fast", "immediate"):
+                await down_then_up(s, epochs, mode)
+            await s.close()
+
+        run(body(), timeout_s=120)
