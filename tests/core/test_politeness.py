@@ -342,14 +342,30 @@ def test_ip_concurrency_is_a_hard_limit_and_ready_is_none_at_the_limit():
 
 def test_ip_rate_waits_for_the_oldest_start_to_leave_the_window():
     p = Politeness(PolitenessConfig(ip_concurrency=10, ip_rate=5.0, ip_margin_s=0.01))
+    tokens = []
     for t in (0.0, 0.1, 0.2, 0.3, 0.4):
         assert p.ip_ready_at("ip", t) == t
-        p.ip_started("ip", t)
+        tokens.append(p.ip_started("ip", t))
+    # the request the window hinges on is still in flight: wait for a completion
+    assert p.ip_ready_at("ip", 0.5) is None
+    p.ip_finished("ip", tokens[0], 0.0)          # it completed at once
     assert p.ip_ready_at("ip", 0.5) == pytest.approx(1.01)
     with pytest.raises(RuntimeError):
         p.ip_started("ip", 1.0)
     p.ip_started("ip", 1.01)
+    p.ip_finished("ip", tokens[1], 0.1)
     assert p.ip_ready_at("ip", 1.02) == pytest.approx(1.11)
+
+
+def test_ip_rate_counts_from_completion_so_a_late_arrival_cannot_crowd_the_window():
+    # a request stamped at 0.0 may reach the server as late as its completion
+    # (a slow connect): the window is measured from there, not from the stamp
+    p = Politeness(PolitenessConfig(ip_concurrency=10, ip_rate=2.0, ip_margin_s=0.0))
+    first = p.ip_started("ip", 0.0)
+    second = p.ip_started("ip", 0.05)
+    p.ip_finished("ip", first, 0.3)
+    p.ip_finished("ip", second, 0.06)
+    assert p.ip_ready_at("ip", 0.1) == pytest.approx(1.3)
 
 
 def test_ip_finished_never_goes_below_zero():
@@ -388,7 +404,8 @@ def test_ip_starts_at_permitted_instants_never_exceed_the_rate_in_any_window(con
             p.ip_finished("ip")
             in_flight -= 1
         assert p.ip_in_flight("ip") == in_flight <= conc
-        assert (p.ip_ready_at("ip", now) is None) == (in_flight >= conc)
+        if in_flight >= conc:
+            assert p.ip_ready_at("ip", now) is None
     # any closed window of length `span` holds at most `allowed` starts
     span, allowed = (1.0, math.floor(rate)) if rate >= 1 else (1.0 / rate, 1)
     for i, s in enumerate(starts):

@@ -19,9 +19,12 @@ later of the two. Successful answers let the smoothing bring the delay back.
 The next request may start `delay` after the previous one *completed*.
 
 Each resolved IP has an `IpState`: at most `ip_concurrency` requests in flight
-and at most `ip_rate` starts in any one-second window (the last `ip_rate` start
-instants are kept; a start is allowed once the oldest is more than one second
-old, plus a small margin against clock jitter).
+and at most `ip_rate` arrivals in any one-second window. A request reaches the
+server somewhere between the moment we stamp it and the moment its answer
+completes (a new connection can take a while), so the rule is conservative:
+a new request may start one second (plus a small margin) after the
+*completion* of the request `ip_rate` starts back; while that one is still in
+flight, it waits for a completion.
 
 Allowlist entries (key, faster limits, owner, expiry) replace the defaults for
 one key until they expire, then the defaults return by themselves.
@@ -269,8 +272,9 @@ class Politeness:
 
     def ip_ready_at(self, ip: str, now: float, key: str | None = None) -> float | None:
         """When a new request to `ip` may start: `now` if it may start now, a later
-        instant for the rate limit, or None when the concurrency limit is reached
-        (wait for a completion)."""
+        instant for the rate limit, or None when it must wait for a completion
+        (the concurrency limit, or the request the rate window hinges on is
+        still in flight)."""
         conc, rate = self._ip_limits(key, now)
         st = self._ip(ip)
         if st.in_flight >= conc:
@@ -279,24 +283,37 @@ class Politeness:
         span = 1.0 if rate >= 1 else 1.0 / rate
         if len(st.starts) < window:
             return max(now, self.not_before)
-        oldest = st.starts[-window]
-        return max(now, oldest + span + self.config.ip_margin_s, self.not_before)
+        stamp, done = st.starts[-window]
+        if done is None:
+            return None
+        return max(now, done + span + self.config.ip_margin_s, self.not_before)
 
-    def ip_started(self, ip: str, now: float, key: str | None = None) -> None:
+    def ip_started(self, ip: str, now: float, key: str | None = None) -> list:
+        """Count a request start; returns its token for `ip_finished`."""
         ready = self.ip_ready_at(ip, now, key)
         if ready is None or ready > now:
             raise RuntimeError(f"politeness: IP {ip} limit exceeded")
         st = self._ip(ip)
         st.in_flight += 1
-        st.starts.append(now)
+        token = [now, None]   # [stamped at, completed at]
+        st.starts.append(token)
         conc, rate = self._ip_limits(key, now)
         window = int(rate) if rate >= 1 else 1
         while len(st.starts) > window:
             st.starts.popleft()
+        return token
 
-    def ip_finished(self, ip: str) -> None:
+    def ip_finished(self, ip: str, token: list | None = None, now: float | None = None) -> None:
+        """A request to `ip` completed at `now` (`token` from `ip_started`).
+        Without them, the oldest open start counts as completed when it began."""
         st = self._ip(ip)
         st.in_flight = max(0, st.in_flight - 1)
+        if token is None:
+            token = next((t for t in st.starts if t[1] is None), None)
+            if token is not None:
+                token[1] = token[0]
+        else:
+            token[1] = token[0] if now is None else max(token[0], now)
 
     def ip_in_flight(self, ip: str) -> int:
         st = self._ips.get(ip)
