@@ -37,7 +37,7 @@ __all__ = ["HostLayout", "Resource", "PageLinks", "DeepArchive", "TRAP_ENTRIES",
 SECTION_POOL = ("news", "blog", "docs", "products", "about", "archive", "events", "guides")
 TRAP_ENTRIES = {
     "trap_calendar": "/calendar/2024/01/",
-    "trap_session": "/shop/item-0.html?sid=0",
+    "trap_session": "/shop/item-0.html?s=" + "0" * 32,
     "trap_filters": "/catalog?color=red",
     "trap_repeat": "/repeat/a/",
     "trap_deep": "/deep/1/",
@@ -64,7 +64,9 @@ _RX_BAIT = re.compile(r"^/bait/(\d+)$")
 _RX_RHOP = re.compile(r"^/robots-hop/(\d+)/(\d+)$")
 _RX_CAL = re.compile(r"^/calendar/(\d{4})/(\d{2})/$")
 _RX_SHOP = re.compile(r"^/shop/item-(\d)\.html$")
-_RX_SID = re.compile(r"^sid=([0-9a-f]{1,16})$")
+# s=<32 hex>: a session id whose name URL normalisation cannot know (it strips
+# sid, jsessionid, ...), so only the crawler's trap guard can catch the trap
+_RX_SID = re.compile(r"^s=([0-9a-f]{32})$")
 _RX_REPEAT = re.compile(r"^/repeat/((?:[ab]/)+)$")
 _RX_DEEP = re.compile(r"^/deep/((?:\d+/)+)$")
 _RX_CATEGORY = re.compile(r"^/category/([a-z]+)/$")
@@ -475,7 +477,8 @@ class HostLayout:
             nxt = (y, mo + 1) if mo < 12 else (y + 1, 1)
             return [f"/calendar/{a:04d}/{b:02d}/" for a, b in (prev, nxt) if 1000 <= a <= 9999]
         if trap == "trap_session":
-            return [f"/shop/item-{j}.html?sid={h(query, j) % (1 << 48):x}" for j in range(5)]
+            return [f"/shop/item-{j}.html?s={h(query, j) % (1 << 64):016x}{h(query, j + 5) % (1 << 64):016x}"
+                    for j in range(5)]
         if trap == "trap_filters":
             out = []
             for facet, values in _FACETS.items():

@@ -33,7 +33,7 @@ BEHAVIOURS: dict[str, str] = {
     "throttle_503_bare": "the first throttle_requests non-robots requests get 503 without Retry-After",
     "soft404": "nonexistent paths answer 200 with an error template (tag soft404)",
     "trap_calendar": "/calendar/YYYY/MM/ with prev/next month links, endless (tag trap_calendar)",
-    "trap_session": "/shop/item-N.html?sid=X, every page links with a fresh session id (tag trap_session)",
+    "trap_session": "/shop/item-N.html?s=<32 hex>, every page links with a fresh session id (tag trap_session)",
     "trap_filters": "/catalog?facet=value&... endless filter combinations (tag trap_filters)",
     "trap_repeat": "/repeat/a/ links relative a/ and b/: repeated path segments (tag trap_repeat)",
     "trap_deep": "/deep/1/ links 2/, 3/, ...: ever-deeper paths (tag trap_deep)",
