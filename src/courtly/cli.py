@@ -4,12 +4,21 @@
     courtly demo                  crawl the bundled simulated web, offline
     courtly explain URL --out DIR a URL's history, or why it was not fetched
     courtly stats --out DIR       what a crawl did
+    courtly purge --out DIR --domain D | --host H | --url-prefix P [--reason R]
+                                  a takedown (works while the crawl runs)
+    courtly export warc|cdxj|text --out DIR --to PATH
+                                  WARC files, CDXJ index or main text, without purged content
     courtly simweb ...            serve the simulated web (see --help)
     courtly sim ...               the recrawl scheduler against a model web, in virtual time
 
 Bad input (unknown config key, malformed seed, unwritable folder) ends with
 one line naming the problem and exit status 2, never a traceback, and never
 touches crawl state. Ctrl-C stops a crawl gracefully; the same command resumes.
+
+Logs go to stderr through the `courtly` logger: human-readable lines by
+default (decisions, i.e. URLs not fetched, only with --verbose), or with
+--log-format json one JSON object per line, every decision included, each
+carrying the crawl id, the URL and the reason.
 """
 
 from __future__ import annotations
@@ -30,8 +39,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="courtly", description="A polite, host-partitioned web crawler.")
     p.add_argument("--version", action="version", version=f"courtly {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    logs = argparse.ArgumentParser(add_help=False)
+    logs.add_argument("--log-format", choices=["text", "json"], default="text",
+                      help="stderr log lines: text (default) or JSON lines (every decision included)")
+    logs.add_argument("--verbose", action="store_true",
+                      help="also log every decision (URL not fetched, with its reason) in text mode")
 
-    c = sub.add_parser("crawl", help="crawl from seed URLs (resumes when run again on the same --out)")
+    c = sub.add_parser("crawl", parents=[logs],
+                       help="crawl from seed URLs (resumes when run again on the same --out)")
     c.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     c.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
     c.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
@@ -53,7 +68,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089")
     c.add_argument("--quiet", action="store_true", help="no progress display")
 
-    d = sub.add_parser("demo", help="start the simulated web on loopback and crawl it (offline)")
+    d = sub.add_parser("demo", parents=[logs], help="start the simulated web on loopback and crawl it (offline)")
     d.add_argument("--out", default="crawl-demo", help="crawl folder (default: crawl-demo)")
     d.add_argument("--max-pages", type=int, default=400)
     d.add_argument("--hosts", type=int, default=12, help="simulated hosts")
@@ -80,6 +95,27 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rule", help="resolve only this rule's suspicion")
     r.add_argument("--json", action="store_true")
 
+    pg = sub.add_parser("purge", parents=[logs],
+                        help="take down a domain, host or URL prefix: dropped from the frontier, never "
+                             "fetched again, left out of every export (works while a crawl runs)")
+    pg.add_argument("--out", default="crawl-out", help="crawl folder")
+    what = pg.add_mutually_exclusive_group()
+    what.add_argument("--domain", help="a registered domain and all its subdomains, e.g. example.org")
+    what.add_argument("--host", help="exactly this host name (any port, any scheme)")
+    what.add_argument("--url-prefix", help="every URL starting with this (normalised) prefix")
+    what.add_argument("--list", action="store_true", help="list the purges: recorded, applied, effect time")
+    pg.add_argument("--reason", default="", help="why (kept with the purge and in every decision)")
+    pg.add_argument("--json", action="store_true")
+
+    x = sub.add_parser("export", parents=[logs],
+                       help="export WARC files, a CDXJ index or main text; purged content is never exported")
+    x.add_argument("kind", choices=["warc", "cdxj", "text"],
+                   help="warc: a new WARC file set (folder); cdxj: one merged index (file); "
+                        "text: JSON lines {url, fetched_at, title, text} (file)")
+    x.add_argument("--out", default="crawl-out", help="crawl folder")
+    x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise")
+    x.add_argument("--json", action="store_true")
+
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
     sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
@@ -99,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         return sim_main(argv[1:])
     parser = _build_parser()
     args = parser.parse_args(argv)
-    _setup_logging()
+    _setup_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
     if not args.command:
         parser.print_help()
         return 2
@@ -116,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_stats(args)
         if args.command == "review":
             return _cmd_review(args)
+        if args.command == "purge":
+            return _cmd_purge(args)
+        if args.command == "export":
+            return _cmd_export(args)
         if args.command == "report":
             from courtly.runtime.report import daily_report
 
@@ -137,15 +177,60 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _setup_logging() -> None:
+_JSON_LOGS = False
+
+
+def _setup_logging(log_format: str = "text", verbose: bool = False) -> None:
+    """The `courtly` logger on stderr: text (decisions at DEBUG, shown with
+    --verbose) or JSON lines (everything, decisions included)."""
     import logging
 
+    global _JSON_LOGS
+    _JSON_LOGS = log_format == "json"
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("courtly: %(levelname)s: %(message)s"))
+    handler.setFormatter(_JsonFormatter() if _JSON_LOGS
+                         else logging.Formatter("courtly: %(levelname)s: %(message)s"))
     root = logging.getLogger("courtly")
+    for old in list(root.handlers):
+        root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.DEBUG if (_JSON_LOGS or verbose) else logging.INFO)
     root.propagate = False
+
+
+class _JsonFormatter:
+    """One JSON object per record: at, level, logger, message, and the record's
+    extra fields (event, crawl_id, url, reason, detail, ...)."""
+
+    _STANDARD: frozenset[str] = frozenset()
+
+    def format(self, record) -> str:
+        import logging
+
+        if not self._STANDARD:
+            _JsonFormatter._STANDARD = frozenset(
+                logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+        out = {"at": record.created, "level": record.levelname.lower(), "logger": record.name,
+               "message": record.getMessage()}
+        for k, v in record.__dict__.items():
+            if k not in self._STANDARD and not k.startswith("_"):
+                out[k] = v
+        if record.exc_info:
+            out["exc"] = logging.Formatter().formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def _say(message: str, level: str = "info") -> None:
+    """A line for the operator on stderr: `courtly: ...` as text, or a log
+    record in JSON mode (so stderr stays one JSON object per line)."""
+    import logging
+
+    if _JSON_LOGS:
+        getattr(logging.getLogger("courtly"), level)(message)
+    elif level == "warning":
+        print(f"courtly: WARNING: {message}", file=sys.stderr)
+    else:
+        print(f"courtly: {message}", file=sys.stderr)
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -244,15 +329,20 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
             raise UsageError(problem)
     with crawl_folder(out):
         for w in cfg.warnings():
-            print(f"courtly: WARNING: {w}", file=sys.stderr)
-        progress = Progress(enabled=not args.quiet)
+            _say(w, "warning")
+        progress = Progress(enabled=not args.quiet and not _JSON_LOGS)
         stats = run_async(crawl_with_progress(cfg, out, seeds, progress, status=status))
+        if not cfg.warc.keep_purged_originals:
+            from courtly.runtime.report import rewrite_purged_originals
+
+            done = rewrite_purged_originals(out)
+            if done:
+                _say(done)
     elapsed = max(1e-9, time.time() - stats.started_at)
-    print(
-        f"courtly: {stats.fetched} pages fetched in {elapsed:.1f} s "
+    _say(
+        f"{stats.fetched} pages fetched in {elapsed:.1f} s "
         f"({stats.fetched / elapsed:.1f}/s), {stats.robots_fetched} robots.txt, "
-        f"{stats.errors} errors, {stats.decisions} URLs not fetched (reasons: courtly stats --out {out})",
-        file=sys.stderr,
+        f"{stats.errors} errors, {stats.decisions} URLs not fetched (reasons: courtly stats --out {out})"
     )
     return 0
 
@@ -280,6 +370,42 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     from courtly.runtime.report import stats
 
     print(stats(Path(args.out), as_json=args.json))
+    return 0
+
+
+def _cmd_purge(args: argparse.Namespace) -> int:
+    """Record a takedown in the store (one transaction; no folder lock, so it
+    works while a crawl runs) or list them."""
+    from courtly.runtime.report import purge, purges
+    from courtly.runtime.wiring import UsageError
+
+    out = Path(args.out)
+    if args.list:
+        print(purges(out, as_json=args.json))
+        return 0
+    scope, value = next(((s, v) for s, v in (("domain", args.domain), ("host", args.host),
+                                             ("url_prefix", args.url_prefix)) if v), (None, None))
+    if scope is None:
+        raise UsageError("purge wants --domain D, --host H or --url-prefix P (or --list)")
+    try:
+        text = purge(out, scope, value, args.reason, as_json=args.json)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    print(text)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from courtly.runtime.report import export
+    from courtly.runtime.wiring import UsageError
+
+    try:
+        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    except OSError as e:
+        raise UsageError(f"cannot export to {args.to}: {e.strerror or e}") from e
+    print(text)
     return 0
 
 

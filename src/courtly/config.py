@@ -249,6 +249,9 @@ class WarcSection:
     prefix: str = "courtly"
     file_bytes_max: int = 1_000_000_000
     fsync: bool = True
+    # false: `courtly purge` (and the end of a crawl) rewrite the crawl's own WARC
+    # files without purged records; true: the raw files stay, exports filter
+    keep_purged_originals: bool = True
 
 
 @dataclass(frozen=True, slots=True)

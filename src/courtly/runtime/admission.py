@@ -2,9 +2,10 @@
 
 In order: resolve against the page, normalise (rules versioned in
 core/urls), depth cap, URL-seen (Bloom negative cache, then the exact
-store), scope, politeness key, then the frontier. Every URL refused here that
-is not a duplicate gets a `Decision` in the store; duplicates are counted
-(their normalised form already has a record of its own).
+store), takedowns (purges in force: runtime/takedown), scope, politeness
+key, then the frontier. Every URL refused here that is not a duplicate gets
+a `Decision` in the store; duplicates are counted (their normalised form
+already has a record of its own).
 
 The pieces are the core's; this module only orders them and talks to the
 store, so it lives in the runtime.
@@ -97,6 +98,10 @@ class Admission:
         self._pending.add(url)
         host = split_origin(url).host
         key = politeness_key(host, c.cfg.crawl.politeness_key)
+        purge = c.takedowns.match(url)
+        if purge is not None:     # a takedown: never queued again
+            c.takedowns.decide(url, key, via_s, purge, now, depth)
+            return False
         if not self._in_scope(host):
             c.decide(url, key, via_s, Reason.SCOPE, f"scope {c.cfg.crawl.scope}", now, depth)
             return False

@@ -9,6 +9,7 @@ until something changes (a task ends, URLs are queued). Nothing polls.
 
 A fetch task serves one lease, i.e. one politeness key, URL after URL:
 
+    purged?                              (Decision PURGED; see runtime/takedown)
     robots ready for the URL's origin?   (fetch robots.txt first, same rules)
     allowed by robots?                   (else Decision ROBOTS / ROBOTS_UNREACHABLE)
     resolve + SSRF check                 (else Decision DNS / NON_PUBLIC)
@@ -21,7 +22,8 @@ another site), and `Politeness.started` refuses a second request in flight.
 
 Durability: WARC records are written as soon as a response is complete; the
 store batch that acknowledges them is committed every `store.commit_interval_s`
-after the WARC writer is flushed (invariant 5). A page counts as fetched in the
+after the WARC writer is flushed (invariant 5); each commit also polls for
+purges (invariant 7), which take effect at once. A page counts as fetched in the
 store only together with the links found on it, so `kill -9` loses nothing:
 unacknowledged pages are fetched again (at-least-once).
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from dataclasses import dataclass, field, replace
 
 from courtly import __version__
@@ -47,6 +50,7 @@ from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politenes
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.recrawl import XML_TYPES, Recrawl
+from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.ports import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
@@ -120,6 +124,9 @@ class Crawler:
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
+        self.takedowns = Takedowns(self)
+        self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
+        self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0
         self.stats = CrawlStats()
         self.batch = Batch()
@@ -145,6 +152,8 @@ class Crawler:
     def load(self) -> int:
         """Resume from the store: seen filter, queued URLs, host and robots state."""
         now = self.clock.now()
+        self._load_crawl_id()
+        self.takedowns.load(now)
         self.seen.update(self.store.iter_urls())
         self.budget.load(self.store)
         self.recrawl.load(self.store, now)
@@ -155,12 +164,27 @@ class Crawler:
         self._hold_after_crash(now)
         n = 0
         for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
+            purge = self.takedowns.match(url)
+            if purge is not None:
+                self.takedowns.decide(url, key, via, purge, now, depth)
+                continue
             item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
             if attempts:
                 self._attempts[url] = attempts
             self._queue(item, now)
             n += 1
         return n
+
+    def _load_crawl_id(self) -> None:
+        """The crawl folder's id (made once, kept in the store's meta)."""
+        crawl_id = self.store.get_meta("crawl_id")
+        if not crawl_id:
+            crawl_id = uuid.uuid4().hex[:12]
+            self.store.apply(Batch(meta={"crawl_id": crawl_id}))
+        self.crawl_id = crawl_id
+
+    def in_flight_urls(self) -> list[str]:
+        return list(self._in_flight)
 
     def _hold_after_crash(self, now: float) -> None:
         """A previous run may have been killed mid-request: its last requests (up to
@@ -239,6 +263,9 @@ class Crawler:
                 lease = self.frontier.lease(now)
                 if lease is None:
                     break
+                lease = self.takedowns.drop(lease, now)
+                if lease is None:
+                    continue   # every URL of it was purged: decisions made, key given back
                 t = asyncio.create_task(self._run_lease(lease))
                 self._tasks.add(t)
                 t.add_done_callback(self._task_done)
@@ -279,16 +306,18 @@ class Crawler:
 
     def commit(self, *, final: bool = False) -> None:
         now = self.clock.now()
+        self.takedowns.poll(now)     # new purges take effect before this batch is written
+        self.takedowns.filter_batch(self.batch, now)
         if final or now - self._budget_saved_at >= 10.0:
             self.budget.save(self.batch)
             self.recrawl.save(self.batch)
             self._budget_saved_at = now
-        if not len(self.batch):
-            return
-        batch, self.batch = self.batch, Batch()
-        self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
-        self.store.apply(batch)
-        self.admission.committed()
+        if len(self.batch):
+            batch, self.batch = self.batch, Batch()
+            self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
+            self.store.apply(batch)
+            self.admission.committed()
+        self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
 
     # ---- queueing -------------------------------------------------------------
 
@@ -304,6 +333,10 @@ class Crawler:
     def decide(self, url: str, key: str, via: str, reason: Reason, detail: str, now: float,
                depth: int = 0, state: str = "skipped") -> None:
         self.stats.decisions += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("[%s] not fetched (%s) %s%s", self.crawl_id, reason, url, f": {detail}" if detail else "",
+                      extra={"event": "decision", "crawl_id": self.crawl_id, "url": url, "reason": str(reason),
+                             "detail": detail, "key": key, "via": via, "state": state})
         self.recrawl.released(url, now)
         for o in self.observers:
             o.on_decision(url, key, reason, detail, now)
@@ -343,6 +376,10 @@ class Crawler:
     async def _serve(self, item: UrlItem, lease: Lease) -> str:
         """Fetch one URL of the lease. Returns 'done', 'retry-later' or 'lost'."""
         now = self.clock.now()
+        purge = self.takedowns.match(item.url)
+        if purge is not None:
+            self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
+            return "done"
         origin = split_origin(item.url)
         origin_s = str(origin)
         # The address check comes first: a non-public target gets no request at
@@ -383,7 +420,11 @@ class Crawler:
             if not await self._probe_soft404(origin_s, rules, item.key, ip, lease):
                 return "lost"
         headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
-        result = await self._request(item.url, item.key, ip, lease, headers)
+        try:
+            result = await self._request(item.url, item.key, ip, lease, headers)
+        except PurgedNow as e:    # purged while it waited for its slot
+            self.takedowns.decide(item.url, item.key, item.via, e.purge, self.clock.now(), item.depth)
+            return "done"
         if result is None:
             return "lost"
         return await self._handle(item, result)
@@ -410,6 +451,10 @@ class Crawler:
                 break
             if lease is not None and not self.frontier.renew(lease.lease_id, now):
                 return None
+            purge = self.takedowns.match(url)   # the last check before the request leaves
+            if purge is not None:
+                raise PurgedNow(purge)
+            self._in_flight[url] = self._in_flight.get(url, 0) + 1
             self.politeness.started(key, now)
             self.politeness.ip_started(ip, now, key)
             self.stats.in_flight += 1
@@ -418,6 +463,9 @@ class Crawler:
             try:
                 result = await self.fetcher.fetch(url, ip=ip, headers=headers)
             finally:
+                n = self._in_flight.pop(url, 1) - 1
+                if n > 0:
+                    self._in_flight[url] = n
                 self.stats.in_flight -= 1
                 done = self.clock.now()
                 self.politeness.ip_finished(ip)
@@ -444,7 +492,11 @@ class Crawler:
         if not rules.allowed(self.token, _path_of(url)):
             self.budget.record_probe(origin, url, 404, b"", "", now)  # may not ask: assume honest
             return True
-        result = await self._request(url, key, ip, lease, {})
+        try:
+            result = await self._request(url, key, ip, lease, {})
+        except PurgedNow:
+            self.budget.record_probe(origin, url, 404, b"", "", self.clock.now())  # may not ask
+            return True
         if result is None:
             return False
         self._archive(url, result, kind="soft404-probe", meta={"probe-origin": origin})
@@ -470,7 +522,11 @@ class Crawler:
                     raise
                 outcome = RobotsFailed("non_public" if e.reason == Reason.NON_PUBLIC else "dns")
                 break
-            result = await self._request(url, hop_key, ip, lease if hop_key == key else None, {})
+            try:
+                result = await self._request(url, hop_key, ip, lease if hop_key == key else None, {})
+            except PurgedNow:
+                outcome = RobotsFailed("network")   # may not ask: disallow all, retried later
+                break
             if result is None:
                 return False
             self.stats.robots_fetched += 1
@@ -578,6 +634,8 @@ class Crawler:
         first = None
         if status == 200 and not result.truncated:
             first = self.budget.first_capture(item.url, result.body, result.started_at, self.batch)
+            if first is not None and self.takedowns.match(first.url):
+                first = None   # the earlier copy is purged: exports drop it, so store this one whole
         self._archive(item.url, result, kind=kind, meta=meta, first=first)
         self._record_change(item, result, now)
         if first is not None:   # the same bytes as an earlier page: its links are queued already

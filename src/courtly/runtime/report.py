@@ -1,7 +1,11 @@
-"""Read-only views of a crawl folder: `courtly explain` and `courtly stats`.
+"""Views of a crawl folder: `courtly explain`, `stats`, `report`, `review`,
+and the takedown commands `courtly purge` and `courtly export`.
 
-Opens the store read-only in spirit (never writes), so it is safe to run
-while a crawl is going on (SQLite WAL readers do not block the writer).
+The views never write, so they are safe to run while a crawl is going on
+(SQLite WAL readers do not block the writer). `purge` writes one transaction
+(the purge and the marks on the URL records in its scope) and takes no folder
+lock, so it works while the crawl runs; the crawl takes the purge up at its
+next commit (runtime/takedown.py). `export` reads only closed WARC files.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from pathlib import Path
 
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
-__all__ = ["explain", "stats", "review"]
+__all__ = ["explain", "stats", "review", "daily_report", "purge", "purges", "export",
+           "rewrite_purged_originals"]
 
 
 def _open(out: Path) -> SqliteStore:
@@ -237,3 +242,139 @@ def _age(s: float | None) -> str:
     if s is None:
         return "-"
     return f"{s / 3600:.1f} h" if s >= 3600 else f"{s:.0f} s"
+
+
+# ---- takedowns and exports ------------------------------------------------------
+
+
+def _purge_list(store: SqliteStore):
+    from courtly.core.purge import Purge, PurgeList, Scope
+
+    return PurgeList(tuple(Purge(Scope(sc), v, r, i, at) for i, sc, v, r, at, _ in store.purges(0)))
+
+
+def _keep_originals(out: Path) -> bool:
+    """[warc] keep_purged_originals of the crawl's last run (config.json)."""
+    try:
+        cfg = json.loads((out / "config.json").read_text())
+        return bool(cfg.get("warc", {}).get("keep_purged_originals", True))
+    except (OSError, ValueError):
+        return True
+
+
+def purge(out: Path, scope: str, value: str, reason: str = "", *, now: float | None = None,
+          as_json: bool = False) -> str:
+    """Record a purge: one transaction marks every URL record in its scope
+    skipped/purged (queued ones are thereby dropped). With
+    keep_purged_originals = false the closed WARC files are rewritten too."""
+    import time
+
+    from courtly.core.purge import purge_of
+
+    wanted = purge_of(scope, value, reason=reason)   # PurgeError (a ValueError) names the problem
+    store = _open(out)
+    try:
+        at = time.time() if now is None else now
+        stored, counts = store.add_purge(wanted, at)
+        crawl_id = store.get_meta("crawl_id") or ""
+    finally:
+        store.close()
+    rewritten = rewrite_purged_originals(out) if not _keep_originals(out) else ""
+    data = {"purge_id": stored.id, "scope": str(stored.scope), "value": stored.value,
+            "reason": stored.reason, "recorded_at": at, "crawl_id": crawl_id,
+            "queued_dropped": counts["queued"], "records_marked": counts["queued"] + counts["other"],
+            "originals_rewritten": rewritten}
+    if as_json:
+        return json.dumps(data)
+    lines = [f"{stored.describe()} recorded at {_when(at)} ({at:.3f})",
+             f"  {counts['queued']} queued URLs dropped, {counts['other']} other URL records marked purged",
+             "  a running crawl takes it up at its next commit (store.commit_interval_s) and fetches "
+             "nothing in its scope from then on; exports leave it out",
+             f"  when it took effect: courtly purge --list --out {out}"]
+    if rewritten:
+        lines.append(f"  {rewritten}")
+    return "\n".join(lines)
+
+
+def purges(out: Path, *, as_json: bool = False) -> str:
+    """The purges of a crawl folder, with the time each took to take effect."""
+    store = _open(out)
+    try:
+        rows = store.purges(0)
+    finally:
+        store.close()
+    data = [{"purge_id": i, "scope": sc, "value": v, "reason": r, "recorded_at": at, "applied_at": ap,
+             "effect_s": (ap - at) if ap is not None else None} for i, sc, v, r, at, ap in rows]
+    if as_json:
+        return json.dumps(data, indent=2)
+    if not data:
+        return "no purges"
+    lines = [f"{'#':>3} {'scope':<10} {'value':<40} {'recorded':<24} {'applied by a crawl':<24} effect"]
+    for d in data:
+        effect = f"{d['effect_s']:.3f} s" if d["effect_s"] is not None else "store marked at once; no crawl has taken it up yet"
+        lines.append(f"{d['purge_id']:>3} {d['scope']:<10} {d['value']:<40} {_when(d['recorded_at']):<24} "
+                     f"{_when(d['applied_at']):<24} {effect}" + (f"  ({d['reason']})" if d["reason"] else ""))
+    return "\n".join(lines)
+
+
+def rewrite_purged_originals(out: Path) -> str:
+    """Rewrite the crawl's closed WARC files without purged records (and point
+    the fetch log at the new offsets). "" when there was nothing to do."""
+    from courtly.ports import Batch
+    from courtly.shell.export import rewrite_originals
+
+    store = _open(out)
+    try:
+        plist = _purge_list(store)
+        if not plist:
+            return ""
+        checked = json.loads(store.get_meta("warc_purges_checked") or "{}")
+        report = rewrite_originals(out / "warc", plist, store.update_warc_refs, checked)
+        store.apply(Batch(meta={"warc_purges_checked": json.dumps(checked, sort_keys=True)}))
+    finally:
+        store.close()
+    if not report.records_dropped:
+        return ""
+    return (f"WARC originals rewritten without purged records: {report.files_out} file(s), "
+            f"{report.records_dropped} record(s) removed"
+            + (f" ({report.open_files_skipped} open file(s) follow when the crawl ends)"
+               if report.open_files_skipped else ""))
+
+
+def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
+    """`courtly export warc|cdxj|text`: never emits purged content."""
+    from courtly.shell import export as ex
+
+    store = _open(out)
+    try:
+        plist = _purge_list(store)
+    finally:
+        store.close()
+    warc_dir = out / "warc"
+    if kind == "warc":
+        report = ex.export_warc(warc_dir, plist, to)
+    elif kind == "cdxj":
+        report = ex.export_cdxj(warc_dir, plist, to)
+    elif kind == "text":
+        decoded_max, ratio_max = _fetch_limits(out)
+        report = ex.export_text(warc_dir, plist, to, decoded_bytes_max=decoded_max, decode_ratio_max=ratio_max)
+    else:
+        raise ValueError(f"export kind must be warc, cdxj or text, not {kind!r}")
+    if as_json:
+        return json.dumps({"kind": kind, "purges": len(plist), "files_in": report.files_in,
+                           "files_out": report.files_out, "records_kept": report.records_kept,
+                           "records_dropped": report.records_dropped, "lines": report.lines,
+                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs})
+    return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)")
+
+
+def _fetch_limits(out: Path) -> tuple[int, float]:
+    """(decoded_bytes_max, decode_ratio_max) of the crawl's last run, else the defaults."""
+    from courtly.config import FetchSection
+
+    d = FetchSection()
+    try:
+        f = json.loads((out / "config.json").read_text()).get("fetch", {})
+        return int(f.get("decoded_bytes_max", d.decoded_bytes_max)), float(f.get("decode_ratio_max", d.decode_ratio_max))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return d.decoded_bytes_max, d.decode_ratio_max

@@ -2,7 +2,9 @@
 
 What it owns: URL records (one row per normalised URL: queued, fetched,
 skipped with a reason, failed), the fetch log, per-key politeness state, the
-robots cache, dead letters and counters.
+robots cache, dead letters and counters, and the takedowns (`purges`: each
+recorded together with the marks on the URL records in its scope, in one
+transaction, so `courtly purge` can run beside a crawl).
 
 How it works: the runtime gathers changes in a `Batch` and applies it in one
 transaction every `commit_interval_s` (group commit). The WARC writer is
@@ -74,6 +76,10 @@ CREATE TABLE IF NOT EXISTS histories (          -- change history per URL (recra
     history TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS simhashes (          -- near-duplicate index, in insertion order
     id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, fp INTEGER NOT NULL, scope TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS purges (             -- takedowns (courtly purge), in the order recorded
+    id INTEGER PRIMARY KEY, scope TEXT NOT NULL, value TEXT NOT NULL, reason TEXT NOT NULL,
+    at REAL NOT NULL,               -- recorded
+    applied_at REAL);               -- taken up by a running crawl (NULL: none was running)
 """
 
 
@@ -273,6 +279,101 @@ class SqliteStore:
             "SELECT count(*) FROM fetches WHERE kind='robots'"
         ).fetchone()[0]
         return out
+
+    # ---- takedowns ------------------------------------------------------------
+
+    def add_purge(self, purge, at: float) -> tuple[object, dict[str, int]]:
+        """Record `purge` (a core.purge.Purge) and mark every URL record in its
+        scope, in one transaction. Returns (the purge with its id, counts)."""
+        from dataclasses import replace
+
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            cur = db.execute("INSERT INTO purges(scope, value, reason, at) VALUES (?, ?, ?, ?)",
+                             (str(purge.scope), purge.value, purge.reason, at))
+            stored = replace(purge, id=cur.lastrowid, at=at)
+            counts = self._mark_purged(stored)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self.statements += 1
+        return stored, counts
+
+    def purges(self, after_id: int = 0) -> list[tuple]:
+        """(id, scope, value, reason, at, applied_at) of the purges after `after_id`."""
+        return self._db.execute(
+            "SELECT id, scope, value, reason, at, applied_at FROM purges WHERE id > ? ORDER BY id",
+            (after_id,)).fetchall()
+
+    def purges_max_id(self) -> int:
+        return self._db.execute("SELECT coalesce(max(id), 0) FROM purges").fetchone()[0]
+
+    def apply_purges(self, purges, applied_at: float | None) -> dict[str, int]:
+        """Mark the URL records in scope of `purges` again (a running crawl may
+        have written some since they were recorded) and set their applied_at."""
+        db = self._db
+        total = {"queued": 0, "other": 0}
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for p in purges:
+                for k, v in self._mark_purged(p).items():
+                    total[k] += v
+                if applied_at is not None:
+                    db.execute("UPDATE purges SET applied_at = ? WHERE id = ? AND applied_at IS NULL",
+                               (applied_at, p.id))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self.statements += 1
+        return total
+
+    def _mark_purged(self, purge) -> dict[str, int]:
+        """URL records in scope become skipped/purged; queued ones counted apart.
+        A cheap C filter (instr or a key range) runs before the exact match."""
+        from courtly.core.purge import PurgeList, Scope
+
+        only = PurgeList((purge,))
+        self._db.create_function("courtly_purged", 1, lambda u: only.match(u) is not None,
+                                 deterministic=True)
+        if purge.scope == Scope.URL_PREFIX:
+            where = "url >= ?1 AND url < ?1 || char(1114111)"
+        else:
+            where = "instr(url, ?1) > 0"
+        detail = purge.describe()
+        counts = {}
+        for name, state in (("queued", "state = 'queued'"), ("other", "state != 'queued'")):
+            counts[name] = self._db.execute(
+                "UPDATE urls SET detail = ?2 || '; was ' || state"
+                " || coalesce(' (' || reason || ')', ''), state = 'skipped', reason = 'purged'"
+                f" WHERE {state} AND {where} AND courtly_purged(url) AND reason IS NOT 'purged'",
+                (purge.value, detail)).rowcount
+        return counts
+
+    def update_warc_refs(self, filename: str, moved: dict[int, int | None]) -> int:
+        """Point the fetch log at the records' new offsets after the WARC file
+        `filename` was rewritten (old offset -> new offset, None if removed)."""
+        db = self._db
+        prefix = filename + ":"
+        rows = db.execute("SELECT id, warc FROM fetches WHERE substr(warc, 1, ?) = ?",
+                          (len(prefix), prefix)).fetchall()
+        updates = []
+        for fid, ref in rows:
+            old = int(ref[len(prefix):])
+            if old in moved:
+                new = moved[old]
+                updates.append(("" if new is None else f"{prefix}{new}", fid))
+        if updates:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("UPDATE fetches SET warc = ? WHERE id = ?", updates)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return len(updates)
 
     def close(self) -> None:
         try:
