@@ -2,32 +2,11 @@
 
 Theory of operation
 -------------------
-Every known URL has a `ChangeHistory`: what the last fetch saw (hash, ETag,
-Last-Modified) and the last `history_max` revisit intervals, each with a
-changed/unchanged flag; samples pushed out of that window are folded into
-decaying counts (`older`). `observe` updates it from an answer (a 304, or a
-body with the stored hash, is "unchanged"); `conditional_headers` gives the
-If-None-Match / If-Modified-Since validators.
-
-Change rate. Changes are a Poisson process of rate lambda, so a revisit after
-an interval I sees a change with probability 1 - e^(-lambda I). `estimate_rate`
-is the maximum-likelihood rate of Cho & Garcia-Molina ("Estimating frequency
-of change", TOIT 2003) with pseudo-observations at the mean interval. With no
-prior that is their half unchanged observation, giving for regular intervals
-exactly their improved estimator
-    lambda = -log((n - X + 0.5) / (n + 0.5)) / mean(I),
-which is 0 for X = 0, finite for X = n and far less biased than -log(1 - X/n).
-With a prior lambda0, the half observation is replaced by `prior_weight`
-observations that changed with probability 1 - e^(-lambda0 mean(I)): the prior
-weighs like m revisits of the page itself, dominates for a new URL, fades as
-evidence comes, and settles X = n (which only says "at least ~log(2n)/I") on
-the prior's side instead of saturating. Intervals more than a factor 2 apart
-make the mean-interval form biased (1 - e^(-lambda I) is concave), so then a
-few Newton steps in log lambda solve the likelihood equation
-    sum_changed I/(e^(lambda I) - 1) = sum_unchanged I.
-The prior is the URL's path template's pooled rate (its URLs' samples, binned
-by interval, as if they were one URL), shrunk to its host's, to the crawl's
-(`PriorModel`). Estimates are clamped to the tier's rate bounds.
+This module owns the budget: the intents' policies and tiers, the queue of
+known URLs, `plan` and the report. What a fetch saw and how fast a URL changes
+(`ChangeHistory`, `observe`, `estimate_rate`, the `PriorModel`, the interval
+maths) live in `courtly.core.changerate` and are re-exported from here. Each
+URL's rate estimate is clamped to its tier's rate bounds.
 
 Which URLs to refetch. "importance x P(changed) = w (1 - e^(-lambda age))" is
 the value of a fetch now, but refetching greedily by it equalises lambda x age
@@ -64,10 +43,12 @@ import heapq
 import itertools
 import math
 import random
-from collections import deque
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass
 
+from courtly.core.changerate import (
+    DAY_S, ChangeHistory, PriorModel, conditional_headers, estimate_rate, freshness_index, observe,
+    optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
+)
 from courtly.core.types import Decision, Reason
 
 __all__ = [
@@ -77,7 +58,6 @@ __all__ = [
     "RecrawlScheduler",
 ]
 
-DAY_S = 86400.0
 _HOUR = 3600.0
 DENIED_LISTED_MAX = 1000      # Decisions listed per plan; the counts are always complete
 
@@ -164,348 +144,6 @@ def policy_for_intent(intent: str, daily_budget: int, **overrides) -> RecrawlPol
     return RecrawlPolicy(intent=intent, daily_budget=daily_budget, **base)
 
 
-# ---- history, conditional GET --------------------------------------------------
-
-@dataclass(slots=True)
-class ChangeHistory:
-    """What the fetches of one URL saw. `intervals[i]` ended with `changed[i]`.
-
-    Samples pushed out of the bounded window are not forgotten at once: they
-    are folded into `older` = (samples, changed, sum of intervals), which
-    decays with a half-life of `memory_s` (so a page whose rate drifts is
-    relearned), and which the estimator reads as pseudo-observations."""
-
-    history_max: int = 16
-    memory_s: float = 30 * DAY_S
-    last_fetched_at: float | None = None
-    last_changed_at: float | None = None
-    content_hash: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    fetches: int = 0
-    changes: int = 0
-    failures: int = 0
-    intervals: deque = field(default_factory=deque)
-    changed: deque = field(default_factory=deque)
-    older: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    older_at: float = 0.0
-
-    def add_sample(self, now: float, interval: float, changed: bool) -> None:
-        if len(self.intervals) == self.history_max:
-            n, x, total = self.older
-            keep = 0.5 ** (max(0.0, now - self.older_at) / self.memory_s)
-            self.older = (n * keep + 1.0, x * keep + self.changed[0], total * keep + self.intervals[0])
-            self.older_at = now
-        self.intervals.append(interval)
-        self.changed.append(changed)
-
-    def __post_init__(self) -> None:
-        if self.intervals.maxlen != self.history_max:
-            self.intervals = deque(self.intervals, maxlen=self.history_max)
-            self.changed = deque(self.changed, maxlen=self.history_max)
-
-
-def conditional_headers(history: ChangeHistory) -> dict[str, str]:
-    """If-None-Match / If-Modified-Since validators from the last fetch (RFC 9110 13.1)."""
-    headers = {}
-    if history.etag:
-        headers["If-None-Match"] = history.etag
-    if history.last_modified:
-        headers["If-Modified-Since"] = history.last_modified
-    return headers
-
-
-def observe(history: ChangeHistory, now: float, status: int, content_hash: str | None = None,
-            etag: str | None = None, last_modified: str | None = None) -> bool:
-    """Record a fetch answer; True when the content differs from what we held.
-
-    304 is "unchanged". 2xx compares `content_hash`; 404/410 count as content
-    ("gone"). Other statuses (5xx, 429, other 4xx, network errors as 0) carry
-    no change information: a failure is counted and no sample is added. The
-    first successful fetch returns True (new content) and adds no sample."""
-    if status == 304:
-        new_hash = history.content_hash
-    elif 200 <= status < 300:
-        new_hash = content_hash
-    elif status in (404, 410):
-        new_hash = f"gone:{status}"
-    else:
-        history.failures += 1
-        return False
-    prev_at = history.last_fetched_at
-    changed = new_hash != history.content_hash or history.fetches == 0
-    if prev_at is not None and history.fetches and now > prev_at:
-        history.add_sample(now, now - prev_at, changed)
-    if changed:
-        history.changes += history.fetches > 0
-        history.last_changed_at = now
-    history.fetches += 1
-    history.last_fetched_at = now
-    history.content_hash = new_hash
-    if status != 304 or etag:
-        history.etag = etag
-    if status != 304 or last_modified:
-        history.last_modified = last_modified
-    return changed
-
-
-# ---- the change-rate estimator ---------------------------------------------------
-
-def estimate_rate(intervals: Sequence[float], changed: Sequence[bool], *,
-                  prior_rate: float | None = None, prior_weight: float = 0.0,
-                  older: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> float:
-    """Poisson change rate (per second) from revisits; see the module docstring.
-
-    The maximum-likelihood rate of the sample plus pseudo-observations: older
-    samples folded into `older` = (n, changed, sum of intervals), and at the
-    sample's mean interval either half an unchanged one (no prior: Cho &
-    Garcia-Molina's improved estimator, 0 when X = 0 and finite when X = n) or
-    `prior_weight` of them that changed with the prior's probability
-    1 - e^(-prior_rate mean). Closed form when the intervals are within a
-    factor 2 of each other, Newton steps on the likelihood equation otherwise."""
-    n = len(intervals)
-    if len(changed) != n:
-        raise ValueError("intervals and changed differ in length")
-    o_n, o_x, o_total = older
-    if n == 0 and o_n <= 0.0:
-        return prior_rate if prior_rate is not None else 0.0
-    total = sum(intervals)
-    mean = (total + o_total) / (n + o_n)
-    x = sum(changed) + o_x
-    if prior_rate and prior_weight > 0.0:
-        m = prior_weight
-        stay0 = math.exp(-prior_rate * mean)           # prior P(unchanged over a mean interval)
-        x_extra, u_extra = m * (1.0 - stay0), m * stay0
-    else:
-        x_extra, u_extra = 0.0, 0.5
-    samples = n + o_n
-    unchanged_n = (samples - x) + u_extra
-    if unchanged_n > 1e-12:
-        rate = math.log((samples + x_extra + u_extra) / unchanged_n) / mean
-    else:  # X = n and a prior so fast its unchanged share underflows
-        rate = prior_rate + math.log((samples + prior_weight) / prior_weight) / mean
-    lo = min(intervals) if n else mean
-    hi = max(intervals) if n else mean
-    if o_n > 0.0:
-        o_mean = o_total / o_n
-        lo, hi = min(lo, o_mean), max(hi, o_mean)
-    if 0.0 < x + x_extra and unchanged_n > 1e-12 and hi > 2.0 * lo:
-        ch = [(i, 1.0) for i, c in zip(intervals, changed) if c]
-        unchanged_s = total - sum(i for i, _ in ch) + u_extra * mean
-        if o_n > 0.0:
-            ch.append((o_total / o_n, o_x))
-            unchanged_s += (o_n - o_x) * o_total / o_n
-        if x_extra > 0.0:
-            ch.append((mean, x_extra))
-        if unchanged_s > 0.0 and rate > 0.0:
-            rate = solve_score(ch, unchanged_s, 0.0, 0.0, rate)
-    return rate
-
-
-def solve_score(changed: Sequence[tuple[float, float]], unchanged_s: float, a: float, b: float,
-                start: float) -> float:
-    """Root in r of  sum_changed w I/(e^(rI) - 1) - unchanged_s + a/r - b = 0.
-
-    The likelihood (plus a Gamma prior r^a e^(-br)) equation of revisits where
-    `changed` holds (interval, weight) pairs that saw a change. Decreasing in
-    r, so the root is unique; Newton steps in log r, capped, from `start`."""
-    theta = math.log(start)
-    for _ in range(12):
-        r = math.exp(theta)
-        s = a / r - b - unchanged_s
-        d = -a / r
-        for i, w in changed:
-            q = 1.0 / math.expm1(min(r * i, 700.0))
-            s += w * i * q
-            d -= w * r * i * i * q * (1.0 + q)
-        if d == 0.0:
-            break
-        step = s / d
-        step = 2.0 if step > 2.0 else -2.0 if step < -2.0 else step
-        theta -= step
-        if -1e-3 < step < 1e-3:  # 0.1 %: far below the estimate's own noise
-            break
-    return math.exp(theta)
-
-
-_DIGITS = frozenset("0123456789")
-
-
-def path_template(url: str) -> str:
-    """host + the first three path segments, any segment with a digit as '{n}'."""
-    rest = url.partition("://")[2] or url
-    for sep in "?#":
-        rest = rest.partition(sep)[0]
-    authority, _, path = rest.partition("/")
-    host = authority.rpartition("@")[2].lower()
-    if not host.startswith("["):
-        host = host.partition(":")[0]
-    segs = [s for s in path.split("/") if s][:3]
-    shape = "/".join("{n}" if _DIGITS.intersection(s) else s for s in segs)
-    return f"{host}/{shape}"
-
-
-# ---- revisit intervals and indexes ------------------------------------------------
-
-_U_MIN, _U_MAX, _U_STEPS = -36.0, 36.0, 2880
-_U_STEP = (_U_MAX - _U_MIN) / _U_STEPS
-_LOGX: list[float] = []
-
-
-def _x_exact(c: float) -> float:
-    """Root of 1 - (1 + x) e^(-x) = c, 0 < c < 1, by Newton (log forms keep it conditioned)."""
-    if c < 0.5:
-        x = math.sqrt(2.0 * c)
-        for _ in range(50):
-            h = -math.expm1(-x) - x * math.exp(-x)
-            step = (math.log(h) - math.log(c)) * h / (x * math.exp(-x))
-            x = max(x - step, x / 4.0)
-            if abs(step) <= 1e-14 * x:
-                break
-        return x
-    target = math.log1p(-c)
-    x = -target + math.log1p(-target)
-    for _ in range(50):
-        step = (math.log1p(x) - x - target) / (1.0 / (1.0 + x) - 1.0)
-        x = max(x - step, 1e-3)
-        if abs(step) <= 1e-14 * x:
-            break
-    return x
-
-
-def _table() -> list[float]:
-    if not _LOGX:
-        for k in range(_U_STEPS + 1):
-            u = _U_MIN + k * _U_STEP
-            _LOGX.append(math.log(_x_exact(1.0 / (1.0 + math.exp(-u)))))
-    return _LOGX
-
-
-def optimal_x(c: float) -> float:
-    """x*(c): the optimal revisit interval in units of 1/lambda (inf when c >= 1)."""
-    if c <= 0.0:
-        return 0.0
-    if c >= 1.0:
-        return math.inf
-    u = math.log(c) - math.log1p(-c)
-    if u <= _U_MIN:
-        return math.sqrt(2.0 * c)
-    if u >= _U_MAX:
-        big = -math.log1p(-c)
-        return big + math.log1p(big)
-    t = (u - _U_MIN) / _U_STEP
-    k = int(t)
-    table = _LOGX or _table()
-    return math.exp(table[k] + (t - k) * (table[k + 1] - table[k]))
-
-
-def revisit_interval(index: str, multiplier: float, rate: float, importance: float) -> float:
-    """Interval after which a URL's index reaches `multiplier` (inf: never by the index)."""
-    if index == "freshness":
-        return optimal_x(multiplier * rate / importance) / rate
-    q = multiplier / importance
-    return math.inf if q >= 1.0 else -math.log1p(-q) / rate
-
-
-def staleness_priority(importance: float, rate: float, age_s: float) -> float:
-    """importance x P(changed since the last fetch)."""
-    return importance * -math.expm1(-rate * age_s)
-
-
-def freshness_index(importance: float, rate: float, age_s: float) -> float:
-    """The Lagrangian index: importance / rate x (1 - (1 + rate age) e^(-rate age))."""
-    x = rate * age_s
-    return importance / rate * (-math.expm1(-x) - x * math.exp(-x))
-
-
-# ---- the prior -------------------------------------------------------------------
-
-GROUP_OBS_MAX = 4096          # past this, a group's counts are halved (it forgets slowly)
-
-
-class _Group:
-    """Revisit samples pooled over the URLs of a host or template, binned by interval."""
-
-    __slots__ = ("n", "bins", "rate", "log_rate", "stale")
-
-    def __init__(self) -> None:
-        self.n = 0.0
-        self.bins: dict[int, list[float]] = {}   # bin -> [samples, changed, sum of intervals]
-        self.rate: float | None = None
-        self.log_rate = 0.0
-        self.stale = 0
-
-    def add(self, interval: float, changed: bool, k: int) -> None:
-        """One sample; `k` is its bin (int(2 log2 interval))."""
-        b = self.bins.get(k)
-        if b is None:
-            b = self.bins[k] = [0.0, 0.0, 0.0]
-        b[0] += 1.0
-        b[1] += changed
-        b[2] += interval
-        self.n += 1.0
-        self.stale += 1
-        if self.n > GROUP_OBS_MAX:
-            for k, b in list(self.bins.items()):
-                if b[0] < 1.0:
-                    self.n -= b[0]
-                    del self.bins[k]
-                    continue
-                b[0] *= 0.5
-                b[1] *= 0.5
-                b[2] *= 0.5
-            self.n *= 0.5
-
-    def refresh(self) -> None:
-        """Re-estimate the group's rate as if it were one URL (Cho's estimator on the bins)."""
-        self.stale = 0
-        n = x = total = unchanged = 0.0
-        changed = []
-        for cnt, chg, tot in self.bins.values():
-            n += cnt
-            x += chg
-            total += tot
-            unchanged += (cnt - chg) * tot / cnt
-            if chg:
-                changed.append((tot / cnt, chg))
-        mean = total / n
-        if x == 0.0:
-            self.rate = 0.5 / (total + mean)  # no change seen: half a change over the exposure
-        else:
-            start = -math.log1p(-x / (n + 0.5)) / mean
-            self.rate = solve_score(changed, unchanged + 0.5 * mean, 0.0, 0.0, start)
-        self.log_rate = math.log(max(self.rate, 1e-12))
-
-
-class PriorModel:
-    """The prior rate of a URL: its template's pooled rate, shrunk to its host's, to the crawl's."""
-
-    def __init__(self, default_rate: float, *, n_min: float = 8.0, shrink: float = 8.0) -> None:
-        self.default_log = math.log(default_rate)
-        self.n_min = n_min
-        self.shrink = shrink
-        self.crawl = _Group()
-        self._groups: dict[str, _Group] = {}
-
-    def groups(self, host: str, template: str) -> tuple[_Group, _Group, _Group]:
-        h = self._groups.setdefault("h:" + host, _Group())
-        return self.crawl, h, self._groups.setdefault("t:" + template, _Group())
-
-    def observe(self, groups: tuple[_Group, ...], interval: float, changed: bool) -> None:
-        k = int(2.0 * math.log2(interval)) if interval > 1.0 else 0
-        for g in groups:
-            g.add(interval, changed, k)
-
-    def rate(self, groups: tuple[_Group, ...]) -> float:
-        log_r, n_min, shrink = self.default_log, self.n_min, self.shrink
-        for g in groups:
-            n = g.n
-            if n >= n_min:
-                if g.rate is None or g.stale * 8 >= n:
-                    g.refresh()
-                log_r += n / (n + shrink) * (g.log_rate - log_r)
-        return math.exp(log_r)
-
 
 # ---- the scheduler -------------------------------------------------------------
 
@@ -546,6 +184,89 @@ _FEW_SAMPLES = 4            # below this, a re-placement re-reads the (moving) p
 REPLACE_DRIFT = 1.5         # mu moved this factor since the queue was placed: place it again
 
 
+_FAR_S = 1e300               # due instants past this (inf) share the last bucket
+
+
+class _DueQueue:
+    """(due_at, seq, token, entry) items, popped in (due_at, seq) order as from a heap.
+
+    A calendar queue: an item is appended to the bucket of its due instant
+    (`width_s` wide; the bucket numbers sit in a small heap), and a bucket is
+    sorted when it becomes the lowest. The order is the heap's; a push is an
+    append and a pop reads one short sorted list instead of sifting through
+    log n levels of a large heap that is cold in the cache."""
+
+    __slots__ = ("_width", "_buckets", "_keys", "_sorted", "size")
+
+    def __init__(self, width_s: float) -> None:
+        self._width = width_s
+        self._buckets: dict[int, list] = {}
+        self._keys: list[int] = []
+        self._sorted: int | None = None     # the one bucket kept sorted, descending (popped at the end)
+        self.size = 0
+
+    def push(self, item: tuple) -> None:
+        due = item[0]
+        k = int(due // self._width) if due < _FAR_S else 1 << 62
+        bucket = self._buckets.get(k)
+        if bucket is None:
+            self._buckets[k] = [item]
+            heapq.heappush(self._keys, k)
+        else:
+            bucket.append(item)
+            if k == self._sorted:
+                self._sorted = None
+        self.size += 1
+
+    def _front(self) -> list | None:
+        """The lowest bucket, sorted descending (its first item last), or None."""
+        if not self._keys:
+            return None
+        k = self._keys[0]
+        bucket = self._buckets[k]
+        if self._sorted != k:
+            bucket.sort(reverse=True)
+            self._sorted = k
+        return bucket
+
+    def _pop_last(self, bucket: list) -> tuple:
+        item = bucket.pop()
+        self.size -= 1
+        if not bucket:
+            del self._buckets[heapq.heappop(self._keys)]
+            self._sorted = None
+        return item
+
+    def pop_due(self, horizon: float) -> tuple | None:
+        """The first item, removed, if it is due by `horizon`; else None."""
+        bucket = self._front()
+        if bucket is None or bucket[-1][0] > horizon:
+            return None
+        return self._pop_last(bucket)
+
+    def top(self) -> float | None:
+        """Due instant of the first live item; stale items met on the way are dropped."""
+        while (bucket := self._front()) is not None:
+            item = bucket[-1]
+            if item[2] == item[3].token and item[3].state == _QUEUED:
+                return item[0]
+            self._pop_last(bucket)
+        return None
+
+    def smallest(self, n: int) -> list[tuple]:
+        return heapq.nsmallest(n, itertools.chain.from_iterable(self._buckets.values()))
+
+    def compact(self) -> None:
+        """Drop the stale items."""
+        for k, bucket in list(self._buckets.items()):
+            bucket[:] = [x for x in bucket if x[2] == x[3].token and x[3].state == _QUEUED]
+            if not bucket:
+                del self._buckets[k]
+        self._keys = sorted(self._buckets)
+        self.size = sum(map(len, self._buckets.values()))
+        self._sorted = None
+
+
 class _Entry:
     __slots__ = ("url", "host", "tier", "importance", "min_interval_s", "history", "rate", "groups",
                  "due_at", "token", "state", "forced", "hinted", "first", "phase")
@@ -572,11 +293,12 @@ class RecrawlScheduler:
         self._tiers = policy.tiers
         self._hi = [t.interval_s_max - policy.period_s for t in policy.tiers]  # forced before the max age
         self._index = policy.index
+        self._rate_bounds = [(t.rate_per_s_min, t.rate_max) for t in policy.tiers]
         self._entries: dict[str, _Entry] = {}
         self._order: list[_Entry] = []
         self._cursor = 0
-        self._heap: list[tuple[float, int, int, _Entry]] = []     # by due instant
-        self._urgent: list[tuple[float, int, int, _Entry]] = []   # forced and hinted, by due instant
+        self._queue = _DueQueue(policy.period_s)                   # by due instant
+        self._urgent = _DueQueue(policy.period_s)                  # forced and hinted, by due instant
         self._revive_heap: list[tuple[float, int, int, _Entry]] = []  # forced, by -revival multiplier
         self._seq = itertools.count()
         self._prior = PriorModel(policy.rate_per_s_default)
@@ -622,14 +344,8 @@ class RecrawlScheduler:
         return self._mu
 
     def next_due_at(self) -> float | None:
-        tops = [t for t in (self._top(self._heap), self._top(self._urgent)) if t is not None]
+        tops = [t for t in (self._queue.top(), self._urgent.top()) if t is not None]
         return min(tops) if tops else None
-
-    @staticmethod
-    def _top(heap) -> float | None:
-        while heap and (heap[0][2] != heap[0][3].token or heap[0][3].state != _QUEUED):
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
 
     # ---- adding and updating -------------------------------------------------------
 
@@ -754,9 +470,9 @@ class RecrawlScheduler:
         granted: list[_Entry] = []
         skipped: list[_Entry] = []
         self._take(self._urgent, now, horizon, recrawl, granted, skipped)
-        self._take(self._heap, now, horizon, recrawl, granted, skipped)
+        self._take(self._queue, now, horizon, recrawl, granted, skipped)
         due_count = len(granted)
-        self._take(self._heap, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
+        self._take(self._queue, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
         for e in skipped:
             self._push(e, e.due_at)
         forced = hinted = late = 0
@@ -778,19 +494,19 @@ class RecrawlScheduler:
             if now - e.due_at > p.period_s:
                 late += 1
                 row[3] += 1
-        waiting = [t for t in (self._top(self._urgent), self._top(self._heap)) if t is not None and t <= horizon]
+        waiting = [t for t in (self._urgent.top(), self._queue.top()) if t is not None and t <= horizon]
         backlog_s = max(0.0, now - min(waiting)) if waiting else 0.0
         denied = self._waiting(now, horizon) if list_denied and waiting else ()
         urls = tuple(e.url for e in granted)
         return RecrawlPlan(now, urls, budget, recrawl, budget - len(urls), forced, hinted,
                            len(granted) - due_count, late, backlog_s, denied)
 
-    def _take(self, heap, now: float, horizon: float, budget: int, granted: list[_Entry],
+    def _take(self, queue: _DueQueue, now: float, horizon: float, budget: int, granted: list[_Entry],
               skipped: list[_Entry], scan_max: int | None = None) -> None:
         """Pop entries due by `horizon` into `granted` until the budget is spent."""
         scanned = 0
-        while heap and len(granted) < budget and heap[0][0] <= horizon:
-            _, _, tok, e = heapq.heappop(heap)
+        while len(granted) < budget and (item := queue.pop_due(horizon)) is not None:
+            _, _, tok, e = item
             if tok != e.token or e.state != _QUEUED:
                 continue
             last = e.history.last_fetched_at
@@ -805,8 +521,8 @@ class RecrawlScheduler:
     def _waiting(self, now: float, horizon: float) -> tuple[Decision, ...]:
         """Decisions for (up to DENIED_LISTED_MAX of) the due URLs left waiting, oldest first."""
         out = []
-        for heap in (self._urgent, self._heap):
-            for due, _, tok, e in heapq.nsmallest(DENIED_LISTED_MAX, heap):
+        for queue in (self._urgent, self._queue):
+            for due, _, tok, e in queue.smallest(DENIED_LISTED_MAX):
                 if due > horizon or len(out) >= DENIED_LISTED_MAX:
                     break
                 if tok == e.token and e.state == _QUEUED:
@@ -822,8 +538,8 @@ class RecrawlScheduler:
                              older=h.older)
         if not rate > 0.0 or rate == math.inf:  # NaN or degenerate: fall back on the prior
             rate = prior
-        tier = self._tiers[e.tier]
-        e.rate = min(max(rate, tier.rate_per_s_min), tier.rate_max)
+        lo, hi = self._rate_bounds[e.tier]
+        e.rate = min(max(rate, lo), hi)
 
     def _interval(self, e: _Entry, mult: float) -> tuple[float, bool]:
         """(revisit interval, forced by the tier's max age)."""
@@ -852,19 +568,18 @@ class RecrawlScheduler:
         e.due_at = due_at
         e.token += 1
         if e.forced or e.hinted:
-            heapq.heappush(self._urgent, (due_at, next(self._seq), e.token, e))
+            self._urgent.push((due_at, next(self._seq), e.token, e))
             if e.forced and not e.hinted:
                 heapq.heappush(self._revive_heap, (-self._revival(e), next(self._seq), e.token, e))
         else:
-            heapq.heappush(self._heap, (due_at, next(self._seq), e.token, e))
+            self._queue.push((due_at, next(self._seq), e.token, e))
 
     def _revival(self, e: _Entry) -> float:
         """The multiplier below which a URL parked at its tier's max age gets a shorter interval."""
-        hi = max(e.min_interval_s, self._tiers[e.tier].interval_s_max - self.policy.period_s)
-        x = e.rate * hi
-        if self.policy.index == "freshness":
-            return e.importance / e.rate * (-math.expm1(-x) - x * math.exp(-x))
-        return e.importance * -math.expm1(-x)
+        hi = max(e.min_interval_s, self._hi[e.tier])
+        if self._index == "freshness":
+            return freshness_index(e.importance, e.rate, hi)
+        return staleness_priority(e.importance, e.rate, hi)
 
     def _revive(self) -> None:
         """After mu fell: re-place the parked URLs whose revival multiplier is now above it."""
@@ -903,10 +618,12 @@ class RecrawlScheduler:
             if forced != e.forced or abs(due - old) > 0.01 * iv + 1.0:
                 e.forced = forced
                 self._push(e, due)
-        if len(self._heap) + len(self._urgent) + len(self._revive_heap) > 3 * len(self._entries) + 1024:
-            for heap in (self._heap, self._urgent, self._revive_heap):
-                heap[:] = [x for x in heap if x[2] == x[3].token and x[3].state == _QUEUED]
-                heapq.heapify(heap)
+        if self._queue.size + self._urgent.size + len(self._revive_heap) > 3 * len(self._entries) + 1024:
+            self._queue.compact()
+            self._urgent.compact()
+            heap = self._revive_heap
+            heap[:] = [x for x in heap if x[2] == x[3].token and x[3].state == _QUEUED]
+            heapq.heapify(heap)
 
     def _track_rate(self, recrawl: int, elapsed: float, now: float) -> None:
         """Keep an average of the recrawl fetch rate; re-solve mu when due."""

@@ -456,7 +456,7 @@ class Crawler:
                 raise PurgedNow(purge)
             self._in_flight[url] = self._in_flight.get(url, 0) + 1
             self.politeness.started(key, now)
-            self.politeness.ip_started(ip, now, key)
+            ip_token = self.politeness.ip_started(ip, now, key)
             self.stats.in_flight += 1
             for o in self.observers:
                 o.on_request(url, ip)
@@ -468,7 +468,8 @@ class Crawler:
                     self._in_flight[url] = n
                 self.stats.in_flight -= 1
                 done = self.clock.now()
-                self.politeness.ip_finished(ip)
+                # the window is measured from completion: it bounds when it arrived
+                self.politeness.ip_finished(ip, ip_token, done)
                 ev = self._ip_waiters.get(ip)
                 if ev is not None:
                     ev.set()

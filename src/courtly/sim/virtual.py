@@ -238,87 +238,105 @@ def drive(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter,
           fetch_log: list | None = None) -> DriveResult:
     """Crawl `web` for `p.days` of virtual time; the meter accumulates freshness.
 
-    `fetch_log`, if given, receives (key, started_at, ended_at, url) per fetch."""
+    `fetch_log`, if given, receives (key, started_at, ended_at, url) per fetch.
+    A leased batch is fetched at once and its key given back to the frontier
+    with its next ready instant (no lease can see the key before that); `busy`
+    only keeps the batch ends, to know when a fetch task is free again."""
     started = _wall.perf_counter()
     clock = clock or VirtualClock()
     end = p.days * DAY_S
     frontier = Frontier(rng, batch_max=p.batch_max, lease_s=HOUR_S)
     pol = Politeness(PolitenessConfig(delay_s=p.delay_s))
     out = DriveResult()
-    events: list[tuple[float, int, int, float, tuple]] = []
-    seq = itertools.count()
-    free = p.fetch_tasks
-    next_plan = 0.0
-    index_of, host_of, tiers = web.index_of, web.host_of, web.tier.tolist()
-    mu_lat, sigma, fail_p = math.log(p.latency_s_median), p.latency_sigma, p.failure_rate
-    lognorm, rand = rng.lognormvariate, rng.random
-    sync, changed_by, version = meter.sync, meter.changed_by, meter.version
-    pfetched, pfailed, pvalid = planner.fetched, planner.failed, planner.validators
-    started_at, finished_at = pol.started, pol.finished
+    fetch = _batch_fetcher(web, planner, p, meter, rng, frontier, pol, out, fetch_log)
+    items = [UrlItem(url, key, band=band) for url, key, band in zip(web.urls, web.host_of, web.tier.tolist())]
+    index_of, key_ready_at = web.index_of, pol.ready_at
+    busy: list[float] = []
+    free, next_plan = p.fetch_tasks, 0.0
     while True:
         now = next_plan
-        if events and events[0][0] < now:
-            now = events[0][0]
-        if free:
+        if not free:
+            if busy[0] < now:
+                now = busy[0]
+        else:
             wake = frontier.next_wakeup()
             if wake is not None and wake < now:
                 now = max(wake, clock.now())
         if now >= end:
             break
         clock.advance_to(now)
-        while events and events[0][0] <= now:
-            _, _, lease_id, ready_at, returned = heapq.heappop(events)
-            frontier.complete(lease_id, ready_at, returned)
+        while busy and busy[0] <= now:
+            heapq.heappop(busy)
             free += 1
         if now >= next_plan:
             urls = planner.plan(now)
             out.granted += len(urls)
             for url in urls:
-                i = index_of[url]
-                key = host_of[i]
-                frontier.add(UrlItem(url, key, band=tiers[i]), pol.ready_at(key, now))
+                item = items[index_of[url]]
+                frontier.add(item, key_ready_at(item.key, now))
             next_plan += p.period_s
         while free:
             lease = frontier.lease(now)
             if lease is None:
                 break
-            out.leases += 1
             free -= 1
-            key, t, items = lease.key, now, lease.items
-            deadline = lease.expires_at - 60.0
-            done = 0
-            last_end = now
-            for item in items:  # the frontier leased the key when ready; `finished` says when next
-                if t >= deadline or t >= end:
-                    break
-                started_at(key, t)
-                latency = lognorm(mu_lat, sigma)
-                t_end = t + latency
-                if fetch_log is not None:
-                    fetch_log.append((key, t, t_end, item.url))
-                i = index_of[item.url]
-                u = rand()
-                if u < fail_p:
-                    status = 500 if u < fail_p / 2 else 503
-                    t = finished_at(key, t_end, response_s=latency, status=status)
-                    pfailed(item.url, t_end)
-                    out.failures += 1
-                else:
-                    changed = changed_by(i, t_end)
-                    etag = f'"v{version[i] + changed}"'
-                    if not changed and pvalid(item.url).get("If-None-Match") == etag:
-                        status = 304
-                        out.not_modified += 1
-                    else:
-                        status = 200
-                    out.changed += changed
-                    sync(i, t_end)
-                    t = finished_at(key, t_end, response_s=latency, status=status)
-                    pfetched(item.url, t_end, status, etag, etag)
-                out.fetches += 1
-                done += 1
-                last_end = t_end
-            returned = items[done:]
-            heapq.heappush(events, (last_end, next(seq), lease.lease_id, t, returned))
+            heapq.heappush(busy, fetch(lease, now))
     out.wall_s = _wall.perf_counter() - started
     return out
+
+
+def _batch_fetcher(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter, rng: random.Random,
+                   frontier: Frontier, pol: Politeness, out: DriveResult, fetch_log: list | None):
+    """fetch(lease, now) -> end of the batch: its fetches one after the other through politeness."""
+    end = p.days * DAY_S
+    index_of = web.index_of
+    mu_lat, sigma, fail_p = math.log(p.latency_s_median), p.latency_sigma, p.failure_rate
+    lognorm, rand = rng.lognormvariate, rng.random
+    sync, change_at, version = meter.sync, meter.change_at, meter.version
+    pfetched, pfailed, pvalid = planner.fetched, planner.failed, planner.validators
+    started_at, finished_at, complete = pol.started, pol.finished, frontier.complete
+
+    def fetch(lease, now: float) -> float:
+        key, t, items = lease.key, now, lease.items
+        deadline = lease.expires_at - 60.0
+        done = failures = not_modified = changes = 0
+        last_end = now
+        for item in items:  # the frontier leased the key when ready; `finished` says when next
+            if t >= deadline or t >= end:
+                break
+            started_at(key, t)
+            latency = lognorm(mu_lat, sigma)
+            t_end = t + latency
+            url = item.url
+            if fetch_log is not None:
+                fetch_log.append((key, t, t_end, url))
+            u = rand()
+            if u < fail_p:
+                status = 500 if u < fail_p / 2 else 503
+                t = finished_at(key, t_end, response_s=latency, status=status)
+                pfailed(url, t_end)
+                failures += 1
+            else:
+                i = index_of[url]
+                changed = change_at[i] <= t_end
+                etag = f'"v{version[i] + changed}"'
+                if not changed and pvalid(url).get("If-None-Match") == etag:
+                    status = 304
+                    not_modified += 1
+                else:
+                    status = 200
+                changes += changed
+                sync(i, t_end)
+                t = finished_at(key, t_end, response_s=latency, status=status)
+                pfetched(url, t_end, status, etag, etag)
+            done += 1
+            last_end = t_end
+        out.leases += 1
+        out.fetches += done
+        out.failures += failures
+        out.not_modified += not_modified
+        out.changed += changes
+        complete(lease.lease_id, t, items[done:])
+        return last_end
+
+    return fetch
