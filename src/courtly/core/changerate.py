@@ -1,0 +1,407 @@
+"""Change rates: what the fetches of a URL saw, and how fast it changes.
+
+Theory of operation
+-------------------
+Every known URL has a `ChangeHistory`: what the last fetch saw (hash, ETag,
+Last-Modified) and the last `history_max` revisit intervals, each with a
+changed/unchanged flag; samples pushed out of that window are folded into
+decaying counts (`older`). `observe` updates it from an answer (a 304, or a
+body with the stored hash, is "unchanged"); `conditional_headers` gives the
+If-None-Match / If-Modified-Since validators.
+
+Change rate. Changes are a Poisson process of rate lambda, so a revisit after
+an interval I sees a change with probability 1 - e^(-lambda I). `estimate_rate`
+is the maximum-likelihood rate of Cho & Garcia-Molina ("Estimating frequency
+of change", TOIT 2003) with pseudo-observations at the mean interval. With no
+prior that is their half unchanged observation, giving for regular intervals
+exactly their improved estimator
+    lambda = -log((n - X + 0.5) / (n + 0.5)) / mean(I),
+which is 0 for X = 0, finite for X = n and far less biased than -log(1 - X/n).
+With a prior lambda0, the half observation is replaced by `prior_weight`
+observations that changed with probability 1 - e^(-lambda0 mean(I)): the prior
+weighs like m revisits of the page itself, dominates for a new URL, fades as
+evidence comes, and settles X = n (which only says "at least ~log(2n)/I") on
+the prior's side instead of saturating. Intervals more than a factor 2 apart
+make the mean-interval form biased (1 - e^(-lambda I) is concave), so then a
+few Newton steps in log lambda solve the likelihood equation
+    sum_changed I/(e^(lambda I) - 1) = sum_unchanged I.
+The prior is the URL's path template's pooled rate (its URLs' samples, binned
+by interval, as if they were one URL), shrunk to its host's, to the crawl's
+(`PriorModel`).
+
+What a rate implies. A page of rate lambda revisited every I is fresh for a
+share F = (1 - e^(-lambda I)) / (lambda I) of the time; the revisit interval
+that maximises importance-weighted freshness under a budget is
+I = x*(mu lambda / w) / lambda, x* the root of 1 - (1 + x) e^(-x) = c
+(`optimal_x`, tabulated once and interpolated; `revisit_interval`). Why that
+index and how mu is kept to the budget: see `courtly.core.recrawl`, which owns
+the policy, the queue and the plan.
+
+Rules: pure; `now` is an argument; no randomness here.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Sequence
+
+__all__ = [
+    "DAY_S", "ChangeHistory", "conditional_headers", "observe", "estimate_rate", "solve_score",
+    "path_template", "PriorModel", "optimal_x", "revisit_interval", "staleness_priority", "freshness_index",
+]
+
+DAY_S = 86400.0
+_exp, _log, _expm1 = math.exp, math.log, math.expm1
+
+
+# ---- history, conditional GET --------------------------------------------------
+
+@dataclass(slots=True)
+class ChangeHistory:
+    """What the fetches of one URL saw. `intervals[i]` ended with `changed[i]`.
+
+    The window is two compact arrays (seconds; 0/1), the newest last: a URL
+    costs a few hundred bytes, not the kilobytes of two deques of floats
+    (any sequence given is converted, keeping the newest `history_max`).
+    Samples pushed out of the bounded window are not forgotten at once: they
+    are folded into `older` = (samples, changed, sum of intervals), which
+    decays with a half-life of `memory_s` (so a page whose rate drifts is
+    relearned), and which the estimator reads as pseudo-observations."""
+
+    history_max: int = 16
+    memory_s: float = 30 * DAY_S
+    last_fetched_at: float | None = None
+    last_changed_at: float | None = None
+    content_hash: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    fetches: int = 0
+    changes: int = 0
+    failures: int = 0
+    intervals: array = field(default_factory=lambda: array("d"))
+    changed: array = field(default_factory=lambda: array("B"))
+    older: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    older_at: float = 0.0
+
+    def add_sample(self, now: float, interval: float, changed: bool) -> None:
+        if len(self.intervals) == self.history_max:
+            n, x, total = self.older
+            keep = 0.5 ** (max(0.0, now - self.older_at) / self.memory_s)
+            self.older = (n * keep + 1.0, x * keep + self.changed[0], total * keep + self.intervals[0])
+            self.older_at = now
+            del self.intervals[0]
+            del self.changed[0]
+        self.intervals.append(interval)
+        self.changed.append(changed)
+
+    def __post_init__(self) -> None:
+        intervals, changed = list(self.intervals), list(self.changed)
+        self.intervals = array("d", intervals[max(0, len(intervals) - self.history_max):])
+        self.changed = array("B", [bool(c) for c in changed[max(0, len(changed) - self.history_max):]])
+
+
+def conditional_headers(history: ChangeHistory) -> dict[str, str]:
+    """If-None-Match / If-Modified-Since validators from the last fetch (RFC 9110 13.1)."""
+    headers = {}
+    if history.etag:
+        headers["If-None-Match"] = history.etag
+    if history.last_modified:
+        headers["If-Modified-Since"] = history.last_modified
+    return headers
+
+
+def observe(history: ChangeHistory, now: float, status: int, content_hash: str | None = None,
+            etag: str | None = None, last_modified: str | None = None) -> bool:
+    """Record a fetch answer; True when the content differs from what we held.
+
+    304 is "unchanged". 2xx compares `content_hash`; 404/410 count as content
+    ("gone"). Other statuses (5xx, 429, other 4xx, network errors as 0) carry
+    no change information: a failure is counted and no sample is added. The
+    first successful fetch returns True (new content) and adds no sample."""
+    if status == 304:
+        new_hash = history.content_hash
+    elif 200 <= status < 300:
+        new_hash = content_hash
+    elif status in (404, 410):
+        new_hash = f"gone:{status}"
+    else:
+        history.failures += 1
+        return False
+    prev_at = history.last_fetched_at
+    changed = new_hash != history.content_hash or history.fetches == 0
+    if prev_at is not None and history.fetches and now > prev_at:
+        history.add_sample(now, now - prev_at, changed)
+    if changed:
+        history.changes += history.fetches > 0
+        history.last_changed_at = now
+    history.fetches += 1
+    history.last_fetched_at = now
+    history.content_hash = new_hash
+    if status != 304 or etag:
+        history.etag = etag
+    if status != 304 or last_modified:
+        history.last_modified = last_modified
+    return changed
+
+
+# ---- the change-rate estimator ---------------------------------------------------
+
+def estimate_rate(intervals: Sequence[float], changed: Sequence[bool], *,
+                  prior_rate: float | None = None, prior_weight: float = 0.0,
+                  older: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> float:
+    """Poisson change rate (per second) from revisits; see the module docstring.
+
+    The maximum-likelihood rate of the sample plus pseudo-observations: older
+    samples folded into `older` = (n, changed, sum of intervals), and at the
+    sample's mean interval either half an unchanged one (no prior: Cho &
+    Garcia-Molina's improved estimator, 0 when X = 0 and finite when X = n) or
+    `prior_weight` of them that changed with the prior's probability
+    1 - e^(-prior_rate mean). Closed form when the intervals are within a
+    factor 2 of each other, Newton steps on the likelihood equation otherwise."""
+    n = len(intervals)
+    if len(changed) != n:
+        raise ValueError("intervals and changed differ in length")
+    o_n, o_x, o_total = older
+    if n == 0 and o_n <= 0.0:
+        return prior_rate if prior_rate is not None else 0.0
+    total = sum(intervals)
+    samples = n + o_n
+    mean = (total + o_total) / samples
+    x = sum(changed) + o_x
+    if prior_rate and prior_weight > 0.0:
+        stay0 = _exp(-prior_rate * mean)           # prior P(unchanged over a mean interval)
+        x_extra, u_extra = prior_weight * (1.0 - stay0), prior_weight * stay0
+    else:
+        x_extra, u_extra = 0.0, 0.5
+    unchanged_n = (samples - x) + u_extra
+    if not unchanged_n > 1e-12:  # X = n and a prior so fast its unchanged share underflows
+        return prior_rate + _log((samples + prior_weight) / prior_weight) / mean
+    rate = _log((samples + x_extra + u_extra) / unchanged_n) / mean
+    if not (0.0 < x + x_extra and rate > 0.0):
+        return rate
+    lo, hi = (min(intervals), max(intervals)) if n else (mean, mean)
+    if o_n > 0.0:
+        o_mean = o_total / o_n
+        lo, hi = min(lo, o_mean), max(hi, o_mean)
+    if not hi > 2.0 * lo:  # near-regular intervals: the closed form
+        return rate
+    changed_s = [i for i, c in zip(intervals, changed) if c]
+    unchanged_s = total - sum(changed_s) + u_extra * mean
+    ch = [(i, 1.0) for i in changed_s]
+    if o_n > 0.0:
+        ch.append((o_mean, o_x))
+        unchanged_s += (o_n - o_x) * o_total / o_n
+    if x_extra > 0.0:
+        ch.append((mean, x_extra))
+    if unchanged_s > 0.0:
+        rate = solve_score(ch, unchanged_s, 0.0, 0.0, rate)
+    return rate
+
+
+def solve_score(changed: Sequence[tuple[float, float]], unchanged_s: float, a: float, b: float,
+                start: float) -> float:
+    """Root in r of  sum_changed w I/(e^(rI) - 1) - unchanged_s + a/r - b = 0.
+
+    The likelihood (plus a Gamma prior r^a e^(-br)) equation of revisits where
+    `changed` holds (interval, weight) pairs that saw a change. Decreasing in
+    r, so the root is unique; Newton steps in log r, capped, from `start`."""
+    theta = _log(start)
+    for _ in range(12):
+        r = _exp(theta)
+        s = a / r - b - unchanged_s
+        d = -a / r
+        for i, w in changed:
+            ri = r * i
+            q = 1.0 / _expm1(700.0 if ri > 700.0 else ri)
+            s += w * i * q
+            d -= w * r * i * i * q * (1.0 + q)
+        if d == 0.0:
+            break
+        step = s / d
+        step = 2.0 if step > 2.0 else -2.0 if step < -2.0 else step
+        theta -= step
+        if -1e-3 < step < 1e-3:  # 0.1 %: far below the estimate's own noise
+            break
+    return _exp(theta)
+
+
+_DIGITS = frozenset("0123456789")
+
+
+def path_template(url: str) -> str:
+    """host + the first three path segments, any segment with a digit as '{n}'."""
+    rest = url.partition("://")[2] or url
+    for sep in "?#":
+        rest = rest.partition(sep)[0]
+    authority, _, path = rest.partition("/")
+    host = authority.rpartition("@")[2].lower()
+    if not host.startswith("["):
+        host = host.partition(":")[0]
+    segs = [s for s in path.split("/") if s][:3]
+    shape = "/".join("{n}" if _DIGITS.intersection(s) else s for s in segs)
+    return f"{host}/{shape}"
+
+
+# ---- the prior -------------------------------------------------------------------
+
+GROUP_OBS_MAX = 4096          # past this, a group's counts are halved (it forgets slowly)
+
+
+class _Group:
+    """Revisit samples pooled over the URLs of a host or template, binned by interval."""
+
+    __slots__ = ("n", "bins", "rate", "log_rate", "stale")
+
+    def __init__(self) -> None:
+        self.n = 0.0
+        self.bins: dict[int, list[float]] = {}   # bin -> [samples, changed, sum of intervals]
+        self.rate: float | None = None
+        self.log_rate = 0.0
+        self.stale = 0
+
+    def halve(self) -> None:
+        """Halve the counts (drop the bins under one sample): the group forgets slowly."""
+        for k, b in list(self.bins.items()):
+            if b[0] < 1.0:
+                self.n -= b[0]
+                del self.bins[k]
+                continue
+            b[0] *= 0.5
+            b[1] *= 0.5
+            b[2] *= 0.5
+        self.n *= 0.5
+
+    def refresh(self) -> None:
+        """Re-estimate the group's rate as if it were one URL (Cho's estimator on the bins)."""
+        self.stale = 0
+        n = x = total = unchanged = 0.0
+        changed = []
+        for cnt, chg, tot in self.bins.values():
+            n += cnt
+            x += chg
+            total += tot
+            unchanged += (cnt - chg) * tot / cnt
+            if chg:
+                changed.append((tot / cnt, chg))
+        mean = total / n
+        if x == 0.0:
+            self.rate = 0.5 / (total + mean)  # no change seen: half a change over the exposure
+        else:
+            start = -math.log1p(-x / (n + 0.5)) / mean
+            self.rate = solve_score(changed, unchanged + 0.5 * mean, 0.0, 0.0, start)
+        self.log_rate = math.log(max(self.rate, 1e-12))
+
+
+class PriorModel:
+    """The prior rate of a URL: its template's pooled rate, shrunk to its host's, to the crawl's."""
+
+    def __init__(self, default_rate: float, *, n_min: float = 8.0, shrink: float = 8.0) -> None:
+        self.default_log = math.log(default_rate)
+        self.n_min = n_min
+        self.shrink = shrink
+        self.crawl = _Group()
+        self._groups: dict[str, _Group] = {}
+
+    def groups(self, host: str, template: str) -> tuple[_Group, _Group, _Group]:
+        h = self._groups.setdefault("h:" + host, _Group())
+        return self.crawl, h, self._groups.setdefault("t:" + template, _Group())
+
+    def observe(self, groups: tuple[_Group, ...], interval: float, changed: bool) -> None:
+        """One revisit sample into each group, binned by int(2 log2 interval)."""
+        k = int(2.0 * math.log2(interval)) if interval > 1.0 else 0
+        for g in groups:
+            b = g.bins.get(k)
+            if b is None:
+                b = g.bins[k] = [0.0, 0.0, 0.0]
+            b[0] += 1.0
+            b[1] += changed
+            b[2] += interval
+            g.n += 1.0
+            g.stale += 1
+            if g.n > GROUP_OBS_MAX:
+                g.halve()
+
+    def rate(self, groups: tuple[_Group, ...]) -> float:
+        log_r, n_min, shrink = self.default_log, self.n_min, self.shrink
+        for g in groups:
+            n = g.n
+            if n >= n_min:
+                if g.rate is None or g.stale * 8 >= n:
+                    g.refresh()
+                log_r += n / (n + shrink) * (g.log_rate - log_r)
+        return math.exp(log_r)
+
+
+# ---- revisit intervals and indexes ------------------------------------------------
+
+_U_MIN, _U_MAX, _U_STEPS = -36.0, 36.0, 2880
+_U_STEP = (_U_MAX - _U_MIN) / _U_STEPS
+_LOGX: list[float] = []
+
+
+def _x_exact(c: float) -> float:
+    """Root of 1 - (1 + x) e^(-x) = c, 0 < c < 1, by Newton (log forms keep it conditioned)."""
+    if c < 0.5:
+        x = math.sqrt(2.0 * c)
+        for _ in range(50):
+            h = -math.expm1(-x) - x * math.exp(-x)
+            step = (math.log(h) - math.log(c)) * h / (x * math.exp(-x))
+            x = max(x - step, x / 4.0)
+            if abs(step) <= 1e-14 * x:
+                break
+        return x
+    target = math.log1p(-c)
+    x = -target + math.log1p(-target)
+    for _ in range(50):
+        step = (math.log1p(x) - x - target) / (1.0 / (1.0 + x) - 1.0)
+        x = max(x - step, 1e-3)
+        if abs(step) <= 1e-14 * x:
+            break
+    return x
+
+
+def _table() -> list[float]:
+    if not _LOGX:
+        for k in range(_U_STEPS + 1):
+            u = _U_MIN + k * _U_STEP
+            _LOGX.append(math.log(_x_exact(1.0 / (1.0 + math.exp(-u)))))
+    return _LOGX
+
+
+def optimal_x(c: float) -> float:
+    """x*(c): the optimal revisit interval in units of 1/lambda (inf when c >= 1)."""
+    if c <= 0.0:
+        return 0.0
+    if c >= 1.0:
+        return math.inf
+    u = math.log(c) - math.log1p(-c)
+    if u <= _U_MIN:
+        return math.sqrt(2.0 * c)
+    if u >= _U_MAX:
+        big = -math.log1p(-c)
+        return big + math.log1p(big)
+    t = (u - _U_MIN) / _U_STEP
+    k = int(t)
+    table = _LOGX or _table()
+    return math.exp(table[k] + (t - k) * (table[k + 1] - table[k]))
+
+
+def revisit_interval(index: str, multiplier: float, rate: float, importance: float) -> float:
+    """Interval after which a URL's index reaches `multiplier` (inf: never by the index)."""
+    if index == "freshness":
+        return optimal_x(multiplier * rate / importance) / rate
+    q = multiplier / importance
+    return math.inf if q >= 1.0 else -math.log1p(-q) / rate
+
+
+def staleness_priority(importance: float, rate: float, age_s: float) -> float:
+    """importance x P(changed since the last fetch)."""
+    return importance * -math.expm1(-rate * age_s)
+
+
+def freshness_index(importance: float, rate: float, age_s: float) -> float:
+    """The Lagrangian index: importance / rate x (1 - (1 + rate age) e^(-rate age))."""
+    x = rate * age_s
+    return importance / rate * (-math.expm1(-x) - x * math.exp(-x))
