@@ -556,10 +556,8 @@ def test_sim_traps_are_flagged_and_fenced_within_a_few_dozen_trap_fetches(trap, 
     name, links_of, is_trap = sim_host(trap, pages_per_host)
     g = guard()
     result = crawl(g, name, "/", links_of, 3000, is_trap=is_trap, rules=rules)
-    if trap == "trap_session" and rules is None:
-        # normalisation strips sid=: the trap collapses to five pages, nothing to flag
-        assert result["trap_fetches"] == 0 and g.suspects() == []
-        return
+    # the simulated session trap uses s=<32 hex>, a name URL normalisation cannot
+    # know, so with or without normalisation only the guard can stop it
     assert result["flagged_at"] is not None
     host_fetches, trap_fetches = result["flagged_at"]  # type: ignore[misc]
     assert trap_fetches <= 60, result
