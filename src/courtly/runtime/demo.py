@@ -118,4 +118,7 @@ def _check(web: SimwebHandle, cfg) -> bool:
         ip_concurrency=cfg.politeness.ip_concurrency, ip_rate=cfg.politeness.ip_rate,
     )
     print("\n" + report.render(), file=sys.stderr)
+    if report.coverage is not None and report.coverage.missing and cfg.crawl.max_pages:
+        print(f"(pages are missing only because the demo stops at --max-pages {cfg.crawl.max_pages}; "
+              "run it again with the same --out to resume, or with a larger --max-pages)", file=sys.stderr)
     return report.ok
