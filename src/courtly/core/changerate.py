@@ -50,6 +50,7 @@ from typing import Sequence
 __all__ = [
     "DAY_S", "ChangeHistory", "conditional_headers", "observe", "estimate_rate", "solve_score",
     "path_template", "PriorModel", "optimal_x", "revisit_interval", "staleness_priority", "freshness_index",
+    "budget_multiplier",
 ]
 
 DAY_S = 86400.0
@@ -86,14 +87,15 @@ class ChangeHistory:
     older_at: float = 0.0
 
     def add_sample(self, now: float, interval: float, changed: bool) -> None:
-        if len(self.intervals) == self.history_max:
+        intervals = self.intervals
+        if len(intervals) == self.history_max:
             n, x, total = self.older
             keep = 0.5 ** (max(0.0, now - self.older_at) / self.memory_s)
-            self.older = (n * keep + 1.0, x * keep + self.changed[0], total * keep + self.intervals[0])
+            self.older = (n * keep + 1.0, x * keep + self.changed[0], total * keep + intervals[0])
             self.older_at = now
-            del self.intervals[0]
+            del intervals[0]
             del self.changed[0]
-        self.intervals.append(interval)
+        intervals.append(interval)
         self.changed.append(changed)
 
     def __post_init__(self) -> None:
@@ -187,16 +189,16 @@ def estimate_rate(intervals: Sequence[float], changed: Sequence[bool], *,
         lo, hi = min(lo, o_mean), max(hi, o_mean)
     if not hi > 2.0 * lo:  # near-regular intervals: the closed form
         return rate
-    changed_s = [i for i, c in zip(intervals, changed) if c]
-    unchanged_s = total - sum(changed_s) + u_extra * mean
-    ch = [(i, 1.0) for i in changed_s]
+    ones = [i for i, c in zip(intervals, changed) if c]       # changed samples, weight 1
+    unchanged_s = total - sum(ones) + u_extra * mean
+    weighted = []
     if o_n > 0.0:
-        ch.append((o_mean, o_x))
+        weighted.append((o_mean, o_x))
         unchanged_s += (o_n - o_x) * o_total / o_n
     if x_extra > 0.0:
-        ch.append((mean, x_extra))
+        weighted.append((mean, x_extra))
     if unchanged_s > 0.0:
-        rate = solve_score(ch, unchanged_s, 0.0, 0.0, rate)
+        rate = _newton(ones, weighted, unchanged_s, 0.0, 0.0, rate)
     return rate
 
 
@@ -207,12 +209,23 @@ def solve_score(changed: Sequence[tuple[float, float]], unchanged_s: float, a: f
     The likelihood (plus a Gamma prior r^a e^(-br)) equation of revisits where
     `changed` holds (interval, weight) pairs that saw a change. Decreasing in
     r, so the root is unique; Newton steps in log r, capped, from `start`."""
+    return _newton((), changed, unchanged_s, a, b, start)
+
+
+def _newton(ones: Sequence[float], weighted: Sequence[tuple[float, float]], unchanged_s: float, a: float,
+            b: float, start: float) -> float:
+    """`solve_score` over the changed samples `ones` (weight 1, summed first) and `weighted`."""
     theta = _log(start)
     for _ in range(12):
         r = _exp(theta)
         s = a / r - b - unchanged_s
         d = -a / r
-        for i, w in changed:
+        for i in ones:
+            ri = r * i
+            q = 1.0 / _expm1(700.0 if ri > 700.0 else ri)
+            s += i * q
+            d -= ri * i * q * (1.0 + q)
+        for i, w in weighted:
             ri = r * i
             q = 1.0 / _expm1(700.0 if ri > 700.0 else ri)
             s += w * i * q
@@ -247,30 +260,41 @@ def path_template(url: str) -> str:
 # ---- the prior -------------------------------------------------------------------
 
 GROUP_OBS_MAX = 4096          # past this, a group's counts are halved (it forgets slowly)
+_BINS = 48                    # bins allocated up front (to 2^24 s); a group grows past that if it must
 
 
 class _Group:
-    """Revisit samples pooled over the URLs of a host or template, binned by interval."""
+    """Revisit samples pooled over the URLs of a host or template, binned by interval.
 
-    __slots__ = ("n", "bins", "rate", "log_rate", "stale")
+    Bin k (k = int(2 log2 interval)) holds (samples, changed, sum of intervals)
+    at sums[3k:3k+3], a flat array (no objects per bin); `order` lists the
+    bins in the order they were first filled, the order they are summed in."""
+
+    __slots__ = ("n", "sums", "order", "rate", "log_rate", "stale")
 
     def __init__(self) -> None:
         self.n = 0.0
-        self.bins: dict[int, list[float]] = {}   # bin -> [samples, changed, sum of intervals]
+        self.sums = array("d", bytes(8 * 3 * _BINS))
+        self.order: list[int] = []
         self.rate: float | None = None
         self.log_rate = 0.0
         self.stale = 0
 
     def halve(self) -> None:
-        """Halve the counts (drop the bins under one sample): the group forgets slowly."""
-        for k, b in list(self.bins.items()):
-            if b[0] < 1.0:
-                self.n -= b[0]
-                del self.bins[k]
-                continue
-            b[0] *= 0.5
-            b[1] *= 0.5
-            b[2] *= 0.5
+        """Halve the counts (bins under one sample are dropped): the group forgets slowly."""
+        sums, kept = self.sums, []
+        for k in self.order:
+            j = 3 * k
+            cnt = sums[j]
+            if cnt < 1.0:
+                self.n -= cnt
+                sums[j] = sums[j + 1] = sums[j + 2] = 0.0
+            else:
+                sums[j] = cnt * 0.5
+                sums[j + 1] *= 0.5
+                sums[j + 2] *= 0.5
+                kept.append(k)
+        self.order = kept
         self.n *= 0.5
 
     def refresh(self) -> None:
@@ -278,7 +302,10 @@ class _Group:
         self.stale = 0
         n = x = total = unchanged = 0.0
         changed = []
-        for cnt, chg, tot in self.bins.values():
+        sums = self.sums
+        for k in self.order:
+            j = 3 * k
+            cnt, chg, tot = sums[j], sums[j + 1], sums[j + 2]
             n += cnt
             x += chg
             total += tot
@@ -305,25 +332,42 @@ class PriorModel:
         self._groups: dict[str, _Group] = {}
 
     def groups(self, host: str, template: str) -> tuple[_Group, _Group, _Group]:
-        h = self._groups.setdefault("h:" + host, _Group())
-        return self.crawl, h, self._groups.setdefault("t:" + template, _Group())
+        return self.crawl, self._group("h:" + host), self._group("t:" + template)
 
-    def observe(self, groups: tuple[_Group, ...], interval: float, changed: bool) -> None:
-        """One revisit sample into each group, binned by int(2 log2 interval)."""
+    def _group(self, name: str) -> _Group:
+        g = self._groups.get(name)
+        if g is None:
+            g = self._groups[name] = _Group()
+        return g
+
+    def observe(self, groups: tuple[_Group, ...], interval: float, changed: bool) -> float:
+        """One revisit sample into each group (binned by int(2 log2 interval)); returns `rate(groups)`."""
         k = int(2.0 * math.log2(interval)) if interval > 1.0 else 0
+        log_r, n_min, shrink = self.default_log, self.n_min, self.shrink
+        j = 3 * k
         for g in groups:
-            b = g.bins.get(k)
-            if b is None:
-                b = g.bins[k] = [0.0, 0.0, 0.0]
-            b[0] += 1.0
-            b[1] += changed
-            b[2] += interval
-            g.n += 1.0
-            g.stale += 1
-            if g.n > GROUP_OBS_MAX:
+            sums = g.sums
+            if j >= len(sums):
+                sums.frombytes(bytes(8 * (j + 3 - len(sums))))
+            cnt = sums[j]
+            if cnt == 0.0:  # a new bin (a bin in use holds at least half a sample)
+                g.order.append(k)
+            sums[j] = cnt + 1.0
+            sums[j + 1] += changed
+            sums[j + 2] += interval
+            g.n = n = g.n + 1.0
+            g.stale = stale = g.stale + 1
+            if n > GROUP_OBS_MAX:
                 g.halve()
+                n = g.n
+            if n >= n_min:
+                if g.rate is None or stale * 8 >= n:
+                    g.refresh()
+                log_r += n / (n + shrink) * (g.log_rate - log_r)
+        return _exp(log_r)
 
     def rate(self, groups: tuple[_Group, ...]) -> float:
+        """The prior: from the default, shrink toward each group in turn (weight n / (n + shrink))."""
         log_r, n_min, shrink = self.default_log, self.n_min, self.shrink
         for g in groups:
             n = g.n
@@ -331,7 +375,7 @@ class PriorModel:
                 if g.rate is None or g.stale * 8 >= n:
                     g.refresh()
                 log_r += n / (n + shrink) * (g.log_rate - log_r)
-        return math.exp(log_r)
+        return _exp(log_r)
 
 
 # ---- revisit intervals and indexes ------------------------------------------------
@@ -405,3 +449,55 @@ def freshness_index(importance: float, rate: float, age_s: float) -> float:
     """The Lagrangian index: importance / rate x (1 - (1 + rate age) e^(-rate age))."""
     x = rate * age_s
     return importance / rate * (-math.expm1(-x) - x * math.exp(-x))
+
+
+def budget_multiplier(rows: Sequence[tuple[float, float, float, float]], rate_per_s: float, index: str,
+                      start: float | None = None) -> float:
+    """The multiplier at which the revisit rates of `rows` sum to `rate_per_s`.
+
+    A row is (rate, importance, min interval, max interval); its revisit rate
+    is 1 / revisit_interval(index, multiplier, ...) clamped to its bounds, so
+    the sum decreases in the multiplier. A bracket is widened around `start`,
+    then Illinois regula falsi in log multiplier; e^200 when the rate is 0."""
+
+    def total(log_mult: float) -> float:
+        mult, acc = math.exp(log_mult), 0.0
+        for rate, imp, lo, hi in rows:
+            iv = revisit_interval(index, mult, rate, imp)
+            acc += 1.0 / (lo if iv < lo else hi if iv > hi else iv)
+        return acc
+
+    if rate_per_s <= 0.0:
+        return math.exp(200.0)
+
+    def gap(log_mult: float) -> float:
+        return math.log(max(total(log_mult), 1e-300) / rate_per_s)
+
+    centre = math.log(start) if start else 0.0
+    a, b = centre - 1.0, centre + 1.0
+    ga, gb = gap(a), gap(b)
+    for _ in range(14):  # widen until the root is bracketed (or the budget is out of reach)
+        if ga < 0.0 and a > -200.0:
+            a, b, gb = max(-200.0, a - 2.0 * (b - a)), a, ga
+            ga = gap(a)
+        elif gb > 0.0 and b < 200.0:
+            a, b, ga = b, min(200.0, b + 2.0 * (b - a)), gb
+            gb = gap(b)
+        else:
+            break
+    if ga <= 0.0:
+        return math.exp(a)
+    if gb >= 0.0:
+        return math.exp(b)
+    for _ in range(30):  # Illinois regula falsi: gap is smooth and decreasing
+        c = b - gb * (b - a) / (gb - ga)
+        gc = gap(c)
+        if abs(gc) < 1e-3 or b - a < 1e-6:
+            return math.exp(c)
+        if gc > 0.0:
+            a, ga = c, gc
+            gb *= 0.5
+        else:
+            b, gb = c, gc
+            ga *= 0.5
+    return math.exp(0.5 * (a + b))

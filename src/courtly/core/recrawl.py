@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 This module owns the budget: the intents' policies and tiers, the queue of
 known URLs, `plan` and the report. What a fetch saw and how fast a URL changes
-(`ChangeHistory`, `observe`, `estimate_rate`, the `PriorModel`, the interval
-maths) live in `courtly.core.changerate` and are re-exported from here. Each
-URL's rate estimate is clamped to its tier's rate bounds.
+(`ChangeHistory`, `observe`, `estimate_rate`, the `PriorModel`) and the maths
+of revisit intervals live in `courtly.core.changerate`; the names the live
+crawl and the tests use are re-exported from here. Each URL's rate estimate is
+clamped to its tier's rate bounds.
 
 Which URLs to refetch. "importance x P(changed) = w (1 - e^(-lambda age))" is
 the value of a fetch now, but refetching greedily by it equalises lambda x age
@@ -21,20 +22,22 @@ i.e. after I_i = x*(mu lambda_i / w_i) / lambda_i, x* the root of
 waits for its tier's max age. `index="staleness"` keeps the greedy rule for
 comparison (interval -log(1 - theta/w) / lambda).
 
-The queue. Each URL sits in a heap keyed on its due instant (forced and
-hinted ones in a second heap served first). `plan(now)` grants what is due
+The queue. Each URL sits in a queue keyed on its due instant (forced and
+hinted ones in a second queue served first); a queue is a calendar of
+period-wide buckets, sorted when reached, so it pops in a heap's order for the
+cost of an append and a short sort. `plan(now)` grants what is due
 within the period up to its recrawl budget (after the discovery floor); what
 is left waits and is counted `late` when granted; leftover budget pulls the
 next-due URLs forward; nothing is granted inside a URL's minimum interval.
-mu is solved on a sample every `rebalance_s` so the planned rate is the budget
-less a `headroom` (kept for pulling forward, so the due work does not queue);
+mu is solved on a sample every `rebalance_s` (`budget_multiplier`) so the
+planned rate is the budget less a `headroom` (kept for pulling forward);
 when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
 parked at their max age come back as soon as mu falls below their revival
 value, and a slow round-robin (`replace_cycle_s`) re-places the rest.
 
 Rules: pure; `now` is an argument; the one `random.Random` is injected (it
-spreads first revisits and picks the solve sample); heaps use lazy deletion
-(a per-entry token).
+spreads first revisits and picks the solve sample); queues use lazy deletion
+(a per-entry token). `record_fetch` runs once per fetch: keep it lean.
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ import random
 from dataclasses import dataclass
 
 from courtly.core.changerate import (
-    DAY_S, ChangeHistory, PriorModel, conditional_headers, estimate_rate, freshness_index, observe,
-    optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
+    DAY_S, ChangeHistory, PriorModel, budget_multiplier, conditional_headers, estimate_rate, freshness_index,
+    observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
 )
 from courtly.core.types import Decision, Reason
 
@@ -191,23 +194,19 @@ class _DueQueue:
     """(due_at, seq, token, entry) items, popped in (due_at, seq) order as from a heap.
 
     A calendar queue: an item is appended to the bucket of its due instant
-    (`width_s` wide; the bucket numbers sit in a small heap), and a bucket is
-    sorted when it becomes the lowest. The order is the heap's; a push is an
-    append and a pop reads one short sorted list instead of sifting through
-    log n levels of a large heap that is cold in the cache."""
+    (`width_s` wide, bucket numbers in a small heap) and a bucket is sorted
+    when it becomes the lowest: a heap's order, without sifting through log n
+    levels of a large heap that is cold in the cache."""
 
     __slots__ = ("_width", "_buckets", "_keys", "_sorted", "size")
 
     def __init__(self, width_s: float) -> None:
-        self._width = width_s
-        self._buckets: dict[int, list] = {}
-        self._keys: list[int] = []
-        self._sorted: int | None = None     # the one bucket kept sorted, descending (popped at the end)
+        self._width, self._buckets, self._keys = width_s, {}, []
+        self._sorted: int | None = None     # the one bucket kept sorted, descending (popped from the end)
         self.size = 0
 
     def push(self, item: tuple) -> None:
-        due = item[0]
-        k = int(due // self._width) if due < _FAR_S else 1 << 62
+        k = int(item[0] // self._width) if item[0] < _FAR_S else 1 << 62
         bucket = self._buckets.get(k)
         if bucket is None:
             self._buckets[k] = [item]
@@ -218,10 +217,7 @@ class _DueQueue:
                 self._sorted = None
         self.size += 1
 
-    def _front(self) -> list | None:
-        """The lowest bucket, sorted descending (its first item last), or None."""
-        if not self._keys:
-            return None
+    def _front(self) -> list:
         k = self._keys[0]
         bucket = self._buckets[k]
         if self._sorted != k:
@@ -229,32 +225,31 @@ class _DueQueue:
             self._sorted = k
         return bucket
 
-    def _pop_last(self, bucket: list) -> tuple:
-        item = bucket.pop()
-        self.size -= 1
-        if not bucket:
+    def pop_due(self, horizon: float, n: int = 1) -> list[tuple]:
+        """Remove and return the first items due by `horizon`, at most `n` of them."""
+        out: list[tuple] = []
+        while len(out) < n and self._keys:
+            bucket = self._front()
+            while bucket and len(out) < n and bucket[-1][0] <= horizon:
+                out.append(bucket.pop())
+            if bucket:
+                break
             del self._buckets[heapq.heappop(self._keys)]
             self._sorted = None
-        return item
-
-    def pop_due(self, horizon: float) -> tuple | None:
-        """The first item, removed, if it is due by `horizon`; else None."""
-        bucket = self._front()
-        if bucket is None or bucket[-1][0] > horizon:
-            return None
-        return self._pop_last(bucket)
+        self.size -= len(out)
+        return out
 
     def top(self) -> float | None:
-        """Due instant of the first live item; stale items met on the way are dropped."""
-        while (bucket := self._front()) is not None:
-            item = bucket[-1]
-            if item[2] == item[3].token and item[3].state == _QUEUED:
-                return item[0]
-            self._pop_last(bucket)
+        """Due instant of the first live item (stale ones met on the way are dropped)."""
+        while self._keys:
+            due, _, tok, e = self._front()[-1]
+            if tok == e.token and e.state == _QUEUED:
+                return due
+            self.pop_due(math.inf)
         return None
 
-    def smallest(self, n: int) -> list[tuple]:
-        return heapq.nsmallest(n, itertools.chain.from_iterable(self._buckets.values()))
+    def items(self) -> itertools.chain:
+        return itertools.chain.from_iterable(self._buckets.values())
 
     def compact(self) -> None:
         """Drop the stale items."""
@@ -293,6 +288,8 @@ class RecrawlScheduler:
         self._tiers = policy.tiers
         self._hi = [t.interval_s_max - policy.period_s for t in policy.tiers]  # forced before the max age
         self._index = policy.index
+        self._freshness = policy.index == "freshness"
+        self._prior_weight = policy.prior_weight
         self._rate_bounds = [(t.rate_per_s_min, t.rate_max) for t in policy.tiers]
         self._entries: dict[str, _Entry] = {}
         self._order: list[_Entry] = []
@@ -400,14 +397,16 @@ class RecrawlScheduler:
             self._retry(e, now)
             return False
         if fetches and prev_at is not None and now > prev_at:  # observe added a sample
-            self._prior.observe(e.groups, hist.intervals[-1], hist.changed[-1])
+            prior = self._prior.observe(e.groups, now - prev_at, changed)  # the sample observe added
             e.first = False
+        else:
+            prior = None
         if e.hinted:
             trust = self._hint_trust.setdefault(e.host, [0, 0])
             trust[0] += 1
             trust[1] += changed
             e.hinted = False
-        self._estimate(e)
+        self._estimate(e, prior)
         self._schedule(e)
         return changed
 
@@ -477,13 +476,13 @@ class RecrawlScheduler:
             self._push(e, e.due_at)
         forced = hinted = late = 0
         day = int(now // DAY_S)
-        stats = self._stats
+        rows: list[list[int] | None] = [None] * len(self._tiers)   # this day's stats rows, by tier
         for e in granted:
             e.state = _IN_FLIGHT
             e.token += 1
-            row = stats.get((day, e.tier))
+            row = rows[e.tier]
             if row is None:
-                row = stats[(day, e.tier)] = [0, 0, 0, 0, 0]
+                row = rows[e.tier] = self._stats_row(day, e.tier)
             row[0] += 1
             if e.hinted:
                 hinted += 1
@@ -497,32 +496,39 @@ class RecrawlScheduler:
         waiting = [t for t in (self._urgent.top(), self._queue.top()) if t is not None and t <= horizon]
         backlog_s = max(0.0, now - min(waiting)) if waiting else 0.0
         denied = self._waiting(now, horizon) if list_denied and waiting else ()
-        urls = tuple(e.url for e in granted)
+        urls = tuple([e.url for e in granted])
         return RecrawlPlan(now, urls, budget, recrawl, budget - len(urls), forced, hinted,
                            len(granted) - due_count, late, backlog_s, denied)
 
     def _take(self, queue: _DueQueue, now: float, horizon: float, budget: int, granted: list[_Entry],
               skipped: list[_Entry], scan_max: int | None = None) -> None:
-        """Pop entries due by `horizon` into `granted` until the budget is spent."""
+        """Pop entries due by `horizon` into `granted` until the budget (or `scan_max` live ones) is spent.
+
+        Popped in batches no larger than what is left of either limit, so
+        exactly the entries a one-by-one pop would take are taken."""
         scanned = 0
-        while len(granted) < budget and (item := queue.pop_due(horizon)) is not None:
-            _, _, tok, e = item
-            if tok != e.token or e.state != _QUEUED:
-                continue
-            last = e.history.last_fetched_at
-            if last is not None and last + e.min_interval_s > now:
-                skipped.append(e)
-            else:
-                granted.append(e)
-            scanned += 1
-            if scan_max is not None and scanned >= scan_max:
-                break
+        while True:
+            want = budget - len(granted)
+            if scan_max is not None and scan_max - scanned < want:
+                want = scan_max - scanned
+            items = queue.pop_due(horizon, want) if want > 0 else None
+            if not items:
+                return
+            for _, _, tok, e in items:
+                if tok != e.token or e.state != _QUEUED:
+                    continue
+                last = e.history.last_fetched_at
+                if last is not None and last + e.min_interval_s > now:
+                    skipped.append(e)
+                else:
+                    granted.append(e)
+                scanned += 1
 
     def _waiting(self, now: float, horizon: float) -> tuple[Decision, ...]:
         """Decisions for (up to DENIED_LISTED_MAX of) the due URLs left waiting, oldest first."""
         out = []
         for queue in (self._urgent, self._queue):
-            for due, _, tok, e in queue.smallest(DENIED_LISTED_MAX):
+            for due, _, tok, e in heapq.nsmallest(DENIED_LISTED_MAX, queue.items()):
                 if due > horizon or len(out) >= DENIED_LISTED_MAX:
                     break
                 if tok == e.token and e.state == _QUEUED:
@@ -531,15 +537,17 @@ class RecrawlScheduler:
 
     # ---- scheduling internals --------------------------------------------------------
 
-    def _estimate(self, e: _Entry) -> None:
+    def _estimate(self, e: _Entry, prior: float | None = None) -> None:
         h = e.history
-        prior = self._prior.rate(e.groups)
-        rate = estimate_rate(h.intervals, h.changed, prior_rate=prior, prior_weight=self.policy.prior_weight,
+        if prior is None:
+            prior = self._prior.rate(e.groups)
+        rate = estimate_rate(h.intervals, h.changed, prior_rate=prior, prior_weight=self._prior_weight,
                              older=h.older)
         if not rate > 0.0 or rate == math.inf:  # NaN or degenerate: fall back on the prior
             rate = prior
         lo, hi = self._rate_bounds[e.tier]
-        e.rate = min(max(rate, lo), hi)
+        rate = lo if lo > rate else rate
+        e.rate = hi if hi < rate else rate
 
     def _interval(self, e: _Entry, mult: float) -> tuple[float, bool]:
         """(revisit interval, forced by the tier's max age)."""
@@ -547,7 +555,10 @@ class RecrawlScheduler:
         hi = self._hi[e.tier]
         if hi < lo:
             hi = lo
-        iv = revisit_interval(self._index, mult, e.rate, e.importance)
+        if self._freshness:  # revisit_interval("freshness", ...), inline
+            iv = optimal_x(mult * e.rate / e.importance) / e.rate
+        else:
+            iv = revisit_interval(self._index, mult, e.rate, e.importance)
         if iv >= hi:
             return hi, True
         return (iv if iv > lo else lo), False
@@ -647,68 +658,28 @@ class RecrawlScheduler:
         self._revive()
 
     def _solve(self, rate_per_s: float) -> float:
-        """mu such that the sampled URLs' revisit rates sum to `rate_per_s` (bisection in log)."""
-        live = [e for e in self._order if e.state != _REMOVED]
+        """mu such that the revisit rates of a sample of the URLs sum to their share of `rate_per_s`."""
+        order = self._order
+        live = order if len(order) == len(self._entries) else [e for e in order if e.state != _REMOVED]
         if not live:
             return 1.0
         stride = max(1, len(live) // self.policy.solve_sample_max)
         sample = live[self._rng.randrange(stride)::stride]
-        target = rate_per_s * len(sample) / len(live)
         period = self.policy.period_s
         rows = [(e.rate, e.importance, e.min_interval_s,
                  max(e.min_interval_s, self._tiers[e.tier].interval_s_max - period)) for e in sample]
-        index = self.policy.index
-
-        def total(log_mult: float) -> float:
-            mult, acc = math.exp(log_mult), 0.0
-            for rate, imp, lo, hi in rows:
-                iv = revisit_interval(index, mult, rate, imp)
-                acc += 1.0 / (lo if iv < lo else hi if iv > hi else iv)
-            return acc
-
-        if target <= 0.0:
-            return math.exp(200.0)
-
-        def gap(log_mult: float) -> float:
-            return math.log(max(total(log_mult), 1e-300) / target)
-
-        centre = math.log(self._mu) if self._mu else 0.0
-        a, b = centre - 1.0, centre + 1.0
-        ga, gb = gap(a), gap(b)
-        for _ in range(14):  # widen until the root is bracketed (or the budget is out of reach)
-            if ga < 0.0 and a > -200.0:
-                a, b, gb = max(-200.0, a - 2.0 * (b - a)), a, ga
-                ga = gap(a)
-            elif gb > 0.0 and b < 200.0:
-                a, b, ga = b, min(200.0, b + 2.0 * (b - a)), gb
-                gb = gap(b)
-            else:
-                break
-        if ga <= 0.0:
-            return math.exp(a)
-        if gb >= 0.0:
-            return math.exp(b)
-        for _ in range(30):  # Illinois regula falsi: gap is smooth and decreasing
-            c = b - gb * (b - a) / (gb - ga)
-            gc = gap(c)
-            if abs(gc) < 1e-3 or b - a < 1e-6:
-                return math.exp(c)
-            if gc > 0.0:
-                a, ga = c, gc
-                gb *= 0.5
-            else:
-                b, gb = c, gc
-                ga *= 0.5
-        return math.exp(0.5 * (a + b))
+        return budget_multiplier(rows, rate_per_s * len(sample) / len(live), self.policy.index, self._mu)
 
     # ---- reporting -----------------------------------------------------------------
 
     def _count(self, now: float, tier: int, column: int) -> None:
-        key = (int(now // DAY_S), tier)
-        row = self._stats.get(key)
+        self._stats_row(int(now // DAY_S), tier)[column] += 1
+
+    def _stats_row(self, day: int, tier: int) -> list[int]:
+        row = self._stats.get((day, tier))
         if row is None:
-            row = self._stats[key] = [0, 0, 0, 0, 0]
-        row[column] += 1
+            row = self._stats[(day, tier)] = [0, 0, 0, 0, 0]
+        return row
 
     def _roll_day(self, now: float) -> None:
         day = int(now // DAY_S)
@@ -721,9 +692,11 @@ class RecrawlScheduler:
     def age_quantiles(self, now: float, qs: tuple[float, ...] = (0.5, 0.9)) -> list[tuple[float | None, ...]]:
         """Per tier, quantiles of the time since the last fetch (None: nothing fetched)."""
         ages: list[list[float]] = [[] for _ in self._tiers]
+        append = [a.append for a in ages]
         for e in self._entries.values():
-            if e.history.last_fetched_at is not None:
-                ages[e.tier].append(now - e.history.last_fetched_at)
+            last = e.history.last_fetched_at
+            if last is not None:
+                append[e.tier](now - last)
         out = []
         for a in ages:
             a.sort()

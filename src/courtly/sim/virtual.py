@@ -35,11 +35,10 @@ same params -> same numbers.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import random
 import time as _wall
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -222,6 +221,13 @@ class FixedIntervalPlanner:
 
 # ---- the event loop ------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class _PageItem(UrlItem):
+    """A frontier item that knows its page's index in the model web."""
+
+    page: int = -1
+
+
 @dataclass(slots=True)
 class DriveResult:
     fetches: int = 0
@@ -249,8 +255,9 @@ def drive(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter,
     pol = Politeness(PolitenessConfig(delay_s=p.delay_s))
     out = DriveResult()
     fetch = _batch_fetcher(web, planner, p, meter, rng, frontier, pol, out, fetch_log)
-    items = [UrlItem(url, key, band=band) for url, key, band in zip(web.urls, web.host_of, web.tier.tolist())]
-    index_of, key_ready_at = web.index_of, pol.ready_at
+    item_of = {url: _PageItem(url, key, band=band, page=i)
+               for i, (url, key, band) in enumerate(zip(web.urls, web.host_of, web.tier.tolist()))}
+    key_ready_at = pol.ready_at
     busy: list[float] = []
     free, next_plan = p.fetch_tasks, 0.0
     while True:
@@ -272,7 +279,7 @@ def drive(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter,
             urls = planner.plan(now)
             out.granted += len(urls)
             for url in urls:
-                item = items[index_of[url]]
+                item = item_of[url]
                 frontier.add(item, key_ready_at(item.key, now))
             next_plan += p.period_s
         while free:
@@ -289,7 +296,6 @@ def _batch_fetcher(web: ModelWeb, planner: Planner, p: SimParams, meter: Freshne
                    frontier: Frontier, pol: Politeness, out: DriveResult, fetch_log: list | None):
     """fetch(lease, now) -> end of the batch: its fetches one after the other through politeness."""
     end = p.days * DAY_S
-    index_of = web.index_of
     mu_lat, sigma, fail_p = math.log(p.latency_s_median), p.latency_sigma, p.failure_rate
     lognorm, rand = rng.lognormvariate, rng.random
     sync, change_at, version = meter.sync, meter.change_at, meter.version
@@ -317,7 +323,7 @@ def _batch_fetcher(web: ModelWeb, planner: Planner, p: SimParams, meter: Freshne
                 pfailed(url, t_end)
                 failures += 1
             else:
-                i = index_of[url]
+                i = item.page
                 changed = change_at[i] <= t_end
                 etag = f'"v{version[i] + changed}"'
                 if not changed and pvalid(url).get("If-None-Match") == etag:
