@@ -606,3 +606,30 @@ def test_observer_reads_the_crawlers_own_state(tmp_path):
 
     obs.close()
     assert obs not in c.observers and c.fetcher is fetcher
+
+
+def test_observer_reports_freshness_age_per_tier_and_fetches_by_reason(tmp_path):
+    from types import SimpleNamespace
+
+    from courtly.config import Config
+    from courtly.ports import Batch
+    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.observe import CrawlObserver
+    from courtly.shell.store.sqlite import SqliteStore
+
+    cfg = Config().replace("crawl", intent="search")
+    resolver = SimpleNamespace(stats=SimpleNamespace(hit_ratio=1.0))
+    c = Crawler(cfg, clock=_Clock(T0), resolver=resolver, fetcher=_Fetcher(), warc=None,
+                store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
+    obs = CrawlObserver(c)
+    assert obs.snapshot(T0)["freshness_age_s"] == {}          # nothing fetched yet
+    batch = Batch()
+    c.recrawl.fetched("https://a.example/", "a.example", 0, T0 - 600, status=200, content_hash="h1",
+                      etag=None, last_modified=None, batch=batch)
+    c.recrawl.fetched("https://a.example/x", "a.example", 2, T0 - 60, status=200, content_hash="h2",
+                      etag=None, last_modified=None, batch=batch)
+    c.stats.by_reason.update({"discovery": 5, "recrawl": 2, "feed": 1})
+    snap = obs.snapshot(T0 + 1000)   # past the memo's cache of the empty answer
+    assert snap["freshness_age_s"]["0"]["0.5"] == pytest.approx(1600.0)
+    assert snap["freshness_age_s"]["2"]["0.9"] == pytest.approx(1060.0)
+    assert snap["fetches_by_reason"] == {"discovery": 5, "recrawl": 2, "feed": 1}

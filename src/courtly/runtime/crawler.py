@@ -79,6 +79,7 @@ class CrawlStats:
     extract_failed: int = 0
     in_flight: int = 0
     status: dict[int, int] = field(default_factory=dict)
+    by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
 
 
 class Crawler:
@@ -595,6 +596,8 @@ class Crawler:
     async def _handle(self, item: UrlItem, result) -> str:
         now = self.clock.now()
         status = result.status
+        why = "feed" if status and _is_xml(result, item.url) else item.kind
+        self.stats.by_reason[why] = self.stats.by_reason.get(why, 0) + 1
         if status == 0 or status >= 500 or status == 429:
             if status:
                 self.stats.fetched += 1

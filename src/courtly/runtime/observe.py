@@ -164,6 +164,14 @@ class CrawlObserver:
             self._note_decision(d[0], d[1], d[5], d[6], d[3])
         crawler.observers.append(self)
 
+    def _freshness(self, now: float) -> dict:
+        """Per tier, p50/p90 of the time since each URL's last fetch (recrawl intents)."""
+        recrawl = getattr(self._c, "recrawl", None)
+        if recrawl is None or recrawl.scheduler is None:
+            return {}
+        return {str(tier): {"0.5": p50, "0.9": p90}
+                for tier, (p50, p90) in enumerate(recrawl.scheduler.age_quantiles(now)) if p50 is not None}
+
     def close(self) -> None:
         """Stop observing."""
         if self._closed:
@@ -230,7 +238,7 @@ class CrawlObserver:
             "now": now,
             "started_at": s.started_at or None,
             "fetches": {"page": s.fetched + s.errors, "robots": s.robots_fetched},
-            "fetches_by_reason": {"discovery": s.fetched + s.errors},
+            "fetches_by_reason": dict(s.by_reason) or {"discovery": 0},
             "http_responses": {str(k): v for k, v in sorted(s.status.items())},
             "bytes_fetched": s.bytes,
             "decisions": self._decision_counts(s.decisions),
@@ -253,7 +261,7 @@ class CrawlObserver:
             "dup_ratio": {"exact": self._page_ratio("exact_dup"), "near": self._page_ratio("near_dup")},
             "trap_suspects_open": len(self._suspects()),
             "soft404_ratio": self._page_ratio("soft404"),
-            "freshness_age_s": {},                       # until the recrawl scheduler exists
+            "freshness_age_s": self._memo.get("freshness", lambda: self._freshness(now)),
             "frontier_disk_bytes": self._disk_bytes(),
             "budget_left_pages": c.budget_left(),
         }

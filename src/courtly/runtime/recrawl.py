@@ -62,7 +62,7 @@ class Recrawl:
             overrides["tiers"] = tiers
         self.scheduler = (RecrawlScheduler(policy_for_intent(self.intent, r.daily_budget, **overrides), rng)
                           if self.enabled else None)
-        self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler else 1
+        self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler is not None else 1
         # importance = online OPIC over the link graph, blended with the user's map
         self.opic = Opic(user_map=load_importance(r.importance_file)) if self.enabled else None
         self.next_plan_at = 0.0
