@@ -14,11 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from courtly.core.changerate import PriorModel, budget_multiplier
 from courtly.core.recrawl import (
     DAY_S, ChangeHistory, RecrawlPolicy, RecrawlScheduler, Tier, conditional_headers, estimate_rate,
     freshness_index, observe, optimal_x, path_template, policy_for_intent, revisit_interval,
     solve_score, staleness_priority,
 )
+from courtly.core.recrawl import _DueQueue
 from courtly.core.types import Reason
 
 PROPERTY = settings(max_examples=100, deadline=None, derandomize=True, database=None)
@@ -194,6 +196,42 @@ def test_staleness_interval_makes_importance_times_p_changed_equal_the_threshold
     assert revisit_interval("staleness", 0.7, 1 / HOUR, 0.6) == math.inf
 
 
+@pytest.mark.parametrize("index", ["freshness", "staleness"])
+def test_budget_multiplier_spends_the_rate(index):
+    rng = random.Random(4)
+    rows = [(10 ** rng.uniform(-7, -3.5), 10 ** rng.uniform(-3, 0), 900.0, 90 * DAY_S) for _ in range(300)]
+    target = 0.5 * sum(1 / lo for *_, lo, _ in rows) / 40
+    mu = budget_multiplier(rows, target, index, start=1.0)
+
+    def total(m):
+        return sum(1 / min(max(revisit_interval(index, m, r, w), lo), hi) for r, w, lo, hi in rows)
+
+    assert total(mu) == pytest.approx(target, rel=2e-3)
+    assert total(mu * 1.1) < total(mu) < total(mu / 1.1)   # the rate falls as the price rises
+    assert budget_multiplier(rows, 0.0, index) == math.exp(200.0)
+
+
+def test_prior_group_bins_are_plain_sums_in_first_seen_order():
+    """The pooled bins add up exactly what they were given, past the preallocated bins too."""
+    prior = PriorModel(1 / DAY_S)
+    groups = prior.groups("a.example", "a.example/news")
+    rng = random.Random(8)
+    sums: dict[int, list[float]] = {}
+    for _ in range(500):
+        interval = 10 ** rng.uniform(0, 9)           # 1 s .. 30 years: bins past the first 48 too
+        changed = rng.random() < 0.4
+        prior.observe(groups, interval, changed)
+        k = int(2.0 * math.log2(interval)) if interval > 1.0 else 0
+        row = sums.setdefault(k, [0.0, 0.0, 0.0])
+        row[0] += 1.0
+        row[1] += changed
+        row[2] += interval
+    for g in groups[1:]:
+        assert g.order == list(sums)
+        assert {k: list(g.sums[3 * k:3 * k + 3]) for k in g.order} == sums
+        assert g.n == 500.0
+
+
 def test_path_template_masks_digit_segments():
     assert path_template("https://a.example/news/2024/05/story-17?x=1") == "a.example/news/{n}/{n}"
     assert path_template("https://a.example/") == "a.example/"
@@ -253,6 +291,44 @@ def test_history_is_bounded():
     for k in range(100):
         observe(h, k * 10.0, 200, str(k % 3))
     assert len(h.intervals) == 8 and len(h.changed) == 8 and h.fetches == 100
+
+
+def test_history_window_keeps_the_newest_samples_of_any_sequence():
+    h = ChangeHistory(history_max=3, intervals=[1.0, 2.0, 3.0, 4.0], changed=(True, False, True, True))
+    assert list(h.intervals) == [2.0, 3.0, 4.0] and list(h.changed) == [False, True, True]
+    h.add_sample(10.0, 5.0, False)
+    assert list(h.intervals) == [3.0, 4.0, 5.0] and list(h.changed) == [True, True, False]
+    assert h.older[0] == 1.0 and h.older[1] == 0.0 and h.older[2] == 2.0
+
+
+# ---- the due queue ---------------------------------------------------------------------
+
+class _Item:
+    token, state = 0, 0   # always live (state 0 = queued)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.sampled_from(["push", "pop", "top"]),
+                          st.floats(0.0, 5000.0), st.integers(1, 5)), max_size=200))
+def test_due_queue_pops_in_heap_order(ops):
+    """The calendar queue hands items out exactly as a heap of (due, seq) would."""
+    import heapq
+    queue, heap, seq, live = _DueQueue(300.0), [], 0, _Item()
+    for op, x, n in ops:
+        if op == "push":
+            due = x if n != 5 else math.inf
+            seq += 1
+            queue.push((due, seq, 0, live))
+            heapq.heappush(heap, (due, seq, 0, live))
+        elif op == "pop":
+            got = queue.pop_due(x, n)
+            want = []
+            while heap and len(want) < n and heap[0][0] <= x:
+                want.append(heapq.heappop(heap))
+            assert got == want
+        else:
+            assert queue.top() == (heap[0][0] if heap else None)
+        assert queue.size == len(heap)
 
 
 # ---- the scheduler: helpers ---------------------------------------------------------------

@@ -8,6 +8,7 @@ speed is measured by `courtly sim` (it prints its run time), not asserted here.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import subprocess
@@ -155,6 +156,21 @@ def test_politeness_holds_in_the_simulated_crawl():
         spans.sort()
         for (s0, e0), (s1, _) in zip(spans, spans[1:]):
             assert s1 >= e0 + p.delay_s - 1e-9, f"seed={p.seed}: {key} refetched {s1 - e0:.3f}s after"
+
+
+def test_the_collector_is_paused_only_during_a_simulation():
+    from courtly.sim.freshness import _collector_paused
+    assert gc.isenabled()
+    with _collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _collector_paused():
+            pass
+        assert not gc.isenabled()   # left as it was found
+    finally:
+        gc.enable()
 
 
 def test_fixed_interval_planner_fetches_at_its_intervals():
