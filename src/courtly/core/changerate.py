@@ -33,11 +33,14 @@ What a rate implies. A page of rate lambda revisited every I is fresh for a
 share F = (1 - e^(-lambda I)) / (lambda I) of the time; the revisit interval
 that maximises importance-weighted freshness under a budget is
 I = x*(mu lambda / w) / lambda, x* the root of 1 - (1 + x) e^(-x) = c
-(`optimal_x`, tabulated once and interpolated; `revisit_interval`). Why that
-index and how mu is kept to the budget: see `courtly.core.recrawl`, which owns
-the policy, the queue and the plan.
+(`optimal_x`, tabulated once and interpolated; `revisit_interval`), and
+`budget_multiplier` finds the mu at which a sample of URLs' revisit rates add
+up to a fetch rate. Why that index, and the queue that keeps to the budget:
+`courtly.core.recrawl`, which owns the policy, the queue and the plan.
 
-Rules: pure; `now` is an argument; no randomness here.
+Rules: pure; `now` is an argument; no randomness here. `observe`,
+`PriorModel.observe` and `estimate_rate` run once per fetch: keep them lean
+(the window and the pooled bins are flat arrays, not objects per value).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ __all__ = [
 ]
 
 DAY_S = 86400.0
-_exp, _log, _expm1 = math.exp, math.log, math.expm1
+_exp, _log, _log1p, _log2, _expm1 = math.exp, math.log, math.log1p, math.log2, math.expm1
 
 
 # ---- history, conditional GET --------------------------------------------------
@@ -342,8 +345,8 @@ class PriorModel:
 
     def observe(self, groups: tuple[_Group, ...], interval: float, changed: bool) -> float:
         """One revisit sample into each group (binned by int(2 log2 interval)); returns `rate(groups)`."""
-        k = int(2.0 * math.log2(interval)) if interval > 1.0 else 0
-        log_r, n_min, shrink = self.default_log, self.n_min, self.shrink
+        k = int(2.0 * _log2(interval)) if interval > 1.0 else 0
+        log_r, n_min, shrink, n_max = self.default_log, self.n_min, self.shrink, GROUP_OBS_MAX
         j = 3 * k
         for g in groups:
             sums = g.sums
@@ -357,7 +360,7 @@ class PriorModel:
             sums[j + 2] += interval
             g.n = n = g.n + 1.0
             g.stale = stale = g.stale + 1
-            if n > GROUP_OBS_MAX:
+            if n > n_max:
                 g.halve()
                 n = g.n
             if n >= n_min:
@@ -420,16 +423,16 @@ def optimal_x(c: float) -> float:
         return 0.0
     if c >= 1.0:
         return math.inf
-    u = math.log(c) - math.log1p(-c)
+    u = _log(c) - _log1p(-c)
     if u <= _U_MIN:
         return math.sqrt(2.0 * c)
     if u >= _U_MAX:
-        big = -math.log1p(-c)
-        return big + math.log1p(big)
+        big = -_log1p(-c)
+        return big + _log1p(big)
     t = (u - _U_MIN) / _U_STEP
     k = int(t)
     table = _LOGX or _table()
-    return math.exp(table[k] + (t - k) * (table[k + 1] - table[k]))
+    return _exp(table[k] + (t - k) * (table[k + 1] - table[k]))
 
 
 def revisit_interval(index: str, multiplier: float, rate: float, importance: float) -> float:
