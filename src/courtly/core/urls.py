@@ -408,13 +408,9 @@ def _stripped(name: str, rules: NormalizeRules) -> bool:
     return name in rules.strip_params or any(name.startswith(p) for p in rules.strip_param_prefixes)
 
 
-# --- public -----------------------------------------------------------------------
-
-
-def normalize_url(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str:
-    """The canonical form of an absolute http(s) URL; raises `UrlError`."""
-    if len(url) > 4 * rules.length_max:
-        raise UrlError(Reason.LENGTH, f"{len(url)} characters before normalisation")
+def _http_parts(url: str) -> tuple[str, str, int, str, str | None]:
+    """(scheme, canonical host, port, raw path, raw query) of an absolute
+    http(s) URL; raises `UrlError` (MALFORMED, SCHEME)."""
     scheme, authority, path, query, _fragment = _split(_lenient(url))
     if scheme is None:
         raise UrlError(Reason.MALFORMED, "not an absolute URL")
@@ -424,6 +420,17 @@ def normalize_url(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str:
     if not authority:
         raise UrlError(Reason.MALFORMED, "no host")
     host, port = _authority(authority, scheme)
+    return scheme, host, port, path, query
+
+
+# --- public -----------------------------------------------------------------------
+
+
+def normalize_url(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str:
+    """The canonical form of an absolute http(s) URL; raises `UrlError`."""
+    if len(url) > 4 * rules.length_max:
+        raise UrlError(Reason.LENGTH, f"{len(url)} characters before normalisation")
+    scheme, host, port, path, query = _http_parts(url)
     path = _escapes(path, _PATH_SAFE)
     path = remove_dot_segments(_strip_path_params(path, rules.strip_path_params)) or "/"
     q = _query(query, host, rules) if query else ""
@@ -469,15 +476,7 @@ def _merge(base_auth: str | None, base_path: str, ref_path: str) -> str:
 
 def split_origin(url: str) -> Origin:
     """scheme, canonical host (IPv6 without brackets) and port of an http(s) URL."""
-    scheme, authority, _, _, _ = _split(_lenient(url))
-    if scheme is None:
-        raise UrlError(Reason.MALFORMED, "not an absolute URL")
-    scheme = scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise UrlError(Reason.SCHEME, scheme)
-    if not authority:
-        raise UrlError(Reason.MALFORMED, "no host")
-    host, port = _authority(authority, scheme)
+    scheme, host, port, _, _ = _http_parts(url)
     return Origin(scheme, host, port)
 
 
