@@ -24,7 +24,6 @@ carrying the crawl id, the URL and the reason.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
@@ -317,8 +316,6 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     seeds = read_seeds(args.urls, args.seeds_file)
     out = Path(args.out)
     if not seeds and not (out / "crawl.db").exists():
-        from courtly.runtime.wiring import UsageError
-
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
     if status is not None:

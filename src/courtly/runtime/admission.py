@@ -150,7 +150,6 @@ class Admission:
     def admit_links(self, page, item: UrlItem, now: float, *, low_value: bool = False) -> None:
         """Queue a page's links; `low_value` pages (near-duplicates, soft-404s) give
         their links the lowest band but one."""
-        c = self.c
         depth = item.depth + 1
         for link in page.links:
             if page.nofollow or link.nofollow:

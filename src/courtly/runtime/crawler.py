@@ -34,11 +34,9 @@ import asyncio
 import logging
 import random
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from courtly import __version__
 from courtly.config import Config
-from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
 from courtly.core.hints import sitemap_locations
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.netpolicy import is_public_address
@@ -49,7 +47,8 @@ from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
-from courtly.runtime.recrawl import XML_TYPES, Recrawl
+from courtly.runtime.recrawl import Recrawl
+from courtly.runtime.results import Results
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.ports import Batch
 
@@ -58,9 +57,6 @@ __all__ = ["Crawler", "CrawlStats"]
 log = logging.getLogger("courtly")
 
 SEED_BAND = 1
-# Network failures worth another try; the rest (oversized headers, protocol
-# errors, a refused address) would fail the same way again.
-_TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
 SITEMAPS_PER_ORIGIN_MAX = 20
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
@@ -125,6 +121,7 @@ class Crawler:
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
+        self.results = Results(self)
         self.takedowns = Takedowns(self)
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
@@ -428,7 +425,7 @@ class Crawler:
             return "done"
         if result is None:
             return "lost"
-        return await self._handle(item, result)
+        return await self.results.handle(item, result)
 
     async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
         """One request under the key's and the IP's limits. None if the lease was lost."""
@@ -501,7 +498,7 @@ class Crawler:
             return True
         if result is None:
             return False
-        self._archive(url, result, kind="soft404-probe", meta={"probe-origin": origin})
+        self.results.archive(url, result, kind="soft404-probe", meta={"probe-origin": origin})
         ctype = result.headers.get("content-type", "") if result.headers else ""
         self.budget.record_probe(origin, url, result.status, result.content or b"", ctype, self.clock.now())
         return True
@@ -532,7 +529,7 @@ class Crawler:
             if result is None:
                 return False
             self.stats.robots_fetched += 1
-            self._archive(url, result, kind="robots", meta={"robots-origin": origin})
+            self.results.archive(url, result, kind="robots", meta={"robots-origin": origin})
             if result.status == 0:
                 outcome = RobotsFailed("timeout" if result.error == "timeout" else "network")
             elif 300 <= result.status < 400 and result.headers.get("location"):
@@ -559,156 +556,6 @@ class Crawler:
             for sitemap in sitemaps:
                 self.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
         return True
-
-    # ---- results --------------------------------------------------------------
-
-    def _archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None,
-                 profile: str = "identical-payload-digest") -> str:
-        """Write the exchange to WARC (a revisit record when `first` holds the
-        earlier capture of the same payload) and log the fetch."""
-        ref = ""
-        if result.status:
-            provenance = {"software": f"courtly/{__version__}", "fetch-kind": kind, **meta}
-            if first is not None:
-                provenance["duplicate-of"] = first.url
-                w = self.warc.write_revisit(
-                    url=url, ip=result.ip or "", request_head=result.request_head,
-                    response_head=result.response_head, fetched_at=result.started_at,
-                    refers_to_uri=first.url, refers_to_date=first.date,
-                    payload_digest=(warc_payload_digest(result.body)
-                                    if profile == "identical-payload-digest" else None),
-                    profile=profile, metadata=provenance,
-                )
-            else:
-                w = self.warc.write_exchange(
-                    url=url, ip=result.ip or "", request_head=result.request_head,
-                    response_head=result.response_head, body=result.body, fetched_at=result.started_at,
-                    truncated=result.truncated, metadata=provenance,
-                )
-            ref = f"{w.filename}:{w.offset}"
-            self.stats.bytes += len(result.body)
-        self.batch.fetches.append((
-            url, kind, result.started_at, result.status, len(result.body or b""), result.elapsed_s,
-            result.ip or "", ref, result.error or "",
-        ))
-        return ref
-
-    async def _handle(self, item: UrlItem, result) -> str:
-        now = self.clock.now()
-        status = result.status
-        why = "feed" if status and _is_xml(result, item.url) else item.kind
-        self.stats.by_reason[why] = self.stats.by_reason.get(why, 0) + 1
-        if status == 0 or status >= 500 or status == 429:
-            if status:
-                self.stats.fetched += 1
-                self.stats.status[status] = self.stats.status.get(status, 0) + 1
-                self._archive(item.url, result, kind="page", meta={})
-            else:
-                self.stats.errors += 1
-                self.batch.fetches.append((item.url, "page", result.started_at, 0, 0,
-                                           result.elapsed_s, result.ip or "", "", result.error or ""))
-            attempts = self._attempts.get(item.url, 0) + 1
-            transient = status != 0 or result.error in _TRANSIENT_ERRORS
-            if transient and attempts <= self.cfg.crawl.retries_max:
-                self._attempts[item.url] = attempts
-                self.stats.retries += 1
-                self.batch.requeued.append((attempts, item.url))
-                if status in (429, 503):
-                    return "retry-later"   # stays first in the batch, which goes back whole
-                self._queue(item, now)
-                return "done"
-            self._attempts.pop(item.url, None)
-            detail = f"status {status}" if status else f"{result.error}: {result.error_detail}"
-            self.decide(item.url, item.key, item.via, Reason.ERROR,
-                        f"{detail} after {attempts} attempts", now, item.depth, state="failed")
-            return "done"
-        self.stats.fetched += 1
-        self.stats.status[status] = self.stats.status.get(status, 0) + 1
-        self._attempts.pop(item.url, None)
-        kind = "recrawl" if item.kind == "recrawl" else "page"
-        meta = {"via": item.via, "depth": str(item.depth), "fetch-reason": item.kind}
-        if status == 304:
-            # unchanged since our last capture: a server-not-modified revisit of it
-            last = self.recrawl.last_fetched_at(item.url)
-            ref = FirstCapture(item.url, last) if last is not None else None
-            self._archive(item.url, result, kind=kind, meta=meta, first=ref, profile="server-not-modified")
-            self._record_change(item, result, now, content_hash=None)
-            self.batch.fetched.append((now, status, item.url))
-            return "done"
-        first = None
-        if status == 200 and not result.truncated:
-            first = self.budget.first_capture(item.url, result.body, result.started_at, self.batch)
-            if first is not None and self.takedowns.match(first.url):
-                first = None   # the earlier copy is purged: exports drop it, so store this one whole
-        self._archive(item.url, result, kind=kind, meta=meta, first=first)
-        self._record_change(item, result, now)
-        if first is not None:   # the same bytes as an earlier page: its links are queued already
-            self.batch.fetched.append((now, status, item.url))
-            return "done"
-        if 300 <= status < 400:
-            loc = result.headers.get("location")
-            if loc:
-                self.admission.admit_redirect(loc, item, now)
-            self.batch.fetched.append((now, status, item.url))
-            return "done"
-        if 200 <= status < 300 and result.content and not result.error:
-            if _is_xml(result, item.url):
-                self._read_hints(item, result.content, now)
-                self.batch.fetched.append((now, status, item.url))
-                return "done"
-            t = asyncio.create_task(self._extract(item, result))
-            self._processing.add(t)
-            t.add_done_callback(self._task_done)
-            return "done"
-        self.batch.fetched.append((now, status, item.url))
-        return "done"
-
-    def _record_change(self, item: UrlItem, result, now: float, *, content_hash: str | None = "") -> None:
-        """Feed the answer to the recrawl scheduler (search and monitor intents)."""
-        if not self.recrawl.enabled:
-            return
-        if content_hash == "":
-            content_hash = payload_digest(result.content or result.body or b"")
-        headers = result.headers or {}
-        self.recrawl.fetched(item.url, split_origin(item.url).host, item.depth, now, status=result.status,
-                             content_hash=content_hash, etag=headers.get("etag"),
-                             last_modified=headers.get("last-modified"), batch=self.batch)
-
-    def _read_hints(self, item: UrlItem, content: bytes, now: float) -> None:
-        """A sitemap or feed: its dated entries are change hints, the rest discovery."""
-        unknown, _taken = self.recrawl.hints(content, now)
-        if self.cfg.crawl.intent == "monitor":
-            return   # a watch list: no discovery
-        for url in unknown:
-            self.admission.admit(url, via=item.url, band=3, depth=item.depth + 1, now=now)
-
-    async def _extract(self, item: UrlItem, result) -> None:
-        ctype = result.headers.get("content-type", "") if result.headers else ""
-        xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
-        page = await self.extractor.submit(result.content, item.url, ctype, xrt)
-        now = self.clock.now()
-        if not hasattr(page, "links"):
-            self.stats.extract_failed += 1
-            self.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
-        else:
-            origin = split_origin(item.url)
-            judged = self.budget.page(
-                url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
-                content_type=ctype, canonical=page.canonical, now=now, batch=self.batch, prints=page.prints)
-            if self.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
-                self.admission.admit_links(page, item, now, low_value=judged.low_value)
-            if self.recrawl.enabled:
-                self.recrawl.links(item.url, self.admission.normalized(l.url for l in page.links))
-        self.batch.fetched.append((now, result.status, item.url))
-
-
-def _is_xml(result, url: str) -> bool:
-    ctype = (result.headers.get("content-type", "") if result.headers else "").split(";")[0].strip().lower()
-    if ctype in XML_TYPES:
-        return True
-    path = url.split("?", 1)[0].lower()
-    return path.endswith((".xml", ".xml.gz", ".rss", ".atom")) and "html" not in ctype
-
 
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]

@@ -11,7 +11,6 @@ server's side and the result printed.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

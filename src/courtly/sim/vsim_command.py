@@ -65,7 +65,7 @@ def render(c: Comparison, p: SimParams) -> str:
     ]
     for f in (c.courtly, c.uniform, c.optimal, *c.extra):
         lines.append(_row(f, c.optimal))
-    lines.append(f"tier pages: " + ", ".join(f"t{t.tier}={t.pages}" for t in c.courtly.tiers))
+    lines.append("tier pages: " + ", ".join(f"t{t.tier}={t.pages}" for t in c.courtly.tiers))
     lines.append(f"courtly / optimal: {c.ratio:.3f} (importance-weighted freshness), {c.ratio_plain:.3f} (plain)")
     lines.append(f"fetches {c.fetches} (failed {c.failures}, 304 {c.not_modified}); multiplier {c.multiplier:.4g}"
                  if c.multiplier is not None else f"fetches {c.fetches}")

@@ -1,0 +1,191 @@
+"""Result handling: what the crawler does with an answer once it has one.
+
+What it owns: writing the exchange to WARC (a revisit record when the payload
+was stored before, or when the server said 304), retries and final errors,
+redirects as new URLs, sitemaps and feeds as change hints and discovery, link
+extraction in the sandboxed pool, and feeding the budget defence and the
+recrawl scheduler. A page counts as fetched in the store only together with
+what was learned from it (its links, its hints).
+
+It is a collaborator of the `Crawler` (like `Admission` and `BudgetDefence`)
+and works on the crawler's own state; the crawler calls `handle(item, result)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from courtly import __version__
+from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
+from courtly.core.types import Reason, UrlItem
+from courtly.core.urls import split_origin
+from courtly.runtime.recrawl import XML_TYPES
+
+if TYPE_CHECKING:
+    from courtly.runtime.crawler import Crawler
+
+__all__ = ["Results", "is_xml"]
+
+# Network failures worth another try; the rest (oversized headers, protocol
+# errors, a refused address) would fail the same way again.
+TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
+
+
+class Results:
+    def __init__(self, crawler: "Crawler") -> None:
+        self.c = crawler
+
+    def archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None,
+                 profile: str = "identical-payload-digest") -> str:
+        """Write the exchange to WARC (a revisit record when `first` holds the
+        earlier capture of the same payload) and log the fetch."""
+        c = self.c
+        ref = ""
+        if result.status:
+            provenance = {"software": f"courtly/{__version__}", "fetch-kind": kind, **meta}
+            if first is not None:
+                provenance["duplicate-of"] = first.url
+                w = c.warc.write_revisit(
+                    url=url, ip=result.ip or "", request_head=result.request_head,
+                    response_head=result.response_head, fetched_at=result.started_at,
+                    refers_to_uri=first.url, refers_to_date=first.date,
+                    payload_digest=(warc_payload_digest(result.body)
+                                    if profile == "identical-payload-digest" else None),
+                    profile=profile, metadata=provenance,
+                )
+            else:
+                w = c.warc.write_exchange(
+                    url=url, ip=result.ip or "", request_head=result.request_head,
+                    response_head=result.response_head, body=result.body, fetched_at=result.started_at,
+                    truncated=result.truncated, metadata=provenance,
+                )
+            ref = f"{w.filename}:{w.offset}"
+            c.stats.bytes += len(result.body)
+        c.batch.fetches.append((
+            url, kind, result.started_at, result.status, len(result.body or b""), result.elapsed_s,
+            result.ip or "", ref, result.error or "",
+        ))
+        return ref
+
+    async def handle(self, item: UrlItem, result) -> str:
+        c = self.c
+        now = c.clock.now()
+        status = result.status
+        why = "feed" if status and is_xml(result, item.url) else item.kind
+        c.stats.by_reason[why] = c.stats.by_reason.get(why, 0) + 1
+        if status == 0 or status >= 500 or status == 429:
+            if status:
+                self._count(status)
+            else:
+                c.stats.errors += 1
+            self.archive(item.url, result, kind="page", meta={})   # status 0: the fetch log only
+            attempts = c._attempts.get(item.url, 0) + 1
+            transient = status != 0 or result.error in TRANSIENT_ERRORS
+            if transient and attempts <= c.cfg.crawl.retries_max:
+                c._attempts[item.url] = attempts
+                c.stats.retries += 1
+                c.batch.requeued.append((attempts, item.url))
+                if status in (429, 503):
+                    return "retry-later"   # stays first in the batch, which goes back whole
+                c._queue(item, now)
+                return "done"
+            c._attempts.pop(item.url, None)
+            detail = f"status {status}" if status else f"{result.error}: {result.error_detail}"
+            c.decide(item.url, item.key, item.via, Reason.ERROR,
+                        f"{detail} after {attempts} attempts", now, item.depth, state="failed")
+            return "done"
+        self._count(status)
+        c._attempts.pop(item.url, None)
+        kind = "recrawl" if item.kind == "recrawl" else "page"
+        meta = {"via": item.via, "depth": str(item.depth), "fetch-reason": item.kind}
+        if status == 304:
+            # unchanged since our last capture: a server-not-modified revisit of it
+            last = c.recrawl.last_fetched_at(item.url)
+            ref = FirstCapture(item.url, last) if last is not None else None
+            self.archive(item.url, result, kind=kind, meta=meta, first=ref, profile="server-not-modified")
+            self.record_change(item, result, now, content_hash=None)
+            c.batch.fetched.append((now, status, item.url))
+            return "done"
+        first = None
+        if status == 200 and not result.truncated:
+            first = c.budget.first_capture(item.url, result.body, result.started_at, c.batch)
+            if first is not None and c.takedowns.match(first.url):
+                first = None   # the earlier copy is purged: exports drop it, so store this one whole
+        self.archive(item.url, result, kind=kind, meta=meta, first=first)
+        self.record_change(item, result, now)
+        if first is not None:   # the same bytes as an earlier page: its links are queued already
+            c.batch.fetched.append((now, status, item.url))
+            return "done"
+        if 300 <= status < 400:
+            loc = result.headers.get("location")
+            if loc:
+                c.admission.admit_redirect(loc, item, now)
+            c.batch.fetched.append((now, status, item.url))
+            return "done"
+        if 200 <= status < 300 and result.content and not result.error:
+            if is_xml(result, item.url):
+                self.read_hints(item, result.content, now)
+                c.batch.fetched.append((now, status, item.url))
+                return "done"
+            t = asyncio.create_task(self.extract(item, result))
+            c._processing.add(t)
+            t.add_done_callback(c._task_done)
+            return "done"
+        c.batch.fetched.append((now, status, item.url))
+        return "done"
+
+    def _count(self, status: int) -> None:
+        stats = self.c.stats
+        stats.fetched += 1
+        stats.status[status] = stats.status.get(status, 0) + 1
+
+    def record_change(self, item: UrlItem, result, now: float, *, content_hash: str | None = "") -> None:
+        """Feed the answer to the recrawl scheduler (search and monitor intents)."""
+        c = self.c
+        if not c.recrawl.enabled:
+            return
+        if content_hash == "":
+            content_hash = payload_digest(result.content or result.body or b"")
+        headers = result.headers or {}
+        c.recrawl.fetched(item.url, split_origin(item.url).host, item.depth, now, status=result.status,
+                             content_hash=content_hash, etag=headers.get("etag"),
+                             last_modified=headers.get("last-modified"), batch=c.batch)
+
+    def read_hints(self, item: UrlItem, content: bytes, now: float) -> None:
+        """A sitemap or feed: its dated entries are change hints, the rest discovery."""
+        c = self.c
+        unknown, _taken = c.recrawl.hints(content, now)
+        if c.cfg.crawl.intent == "monitor":
+            return   # a watch list: no discovery
+        for url in unknown:
+            c.admission.admit(url, via=item.url, band=3, depth=item.depth + 1, now=now)
+
+    async def extract(self, item: UrlItem, result) -> None:
+        c = self.c
+        ctype = result.headers.get("content-type", "") if result.headers else ""
+        xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
+        page = await c.extractor.submit(result.content, item.url, ctype, xrt)
+        now = c.clock.now()
+        if not hasattr(page, "links"):
+            c.stats.extract_failed += 1
+            c.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
+        else:
+            origin = split_origin(item.url)
+            judged = c.budget.page(
+                url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
+                content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)
+            if c.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
+                c.admission.admit_links(page, item, now, low_value=judged.low_value)
+            if c.recrawl.enabled:
+                c.recrawl.links(item.url, c.admission.normalized(l.url for l in page.links))
+        c.batch.fetched.append((now, result.status, item.url))
+
+
+def is_xml(result, url: str) -> bool:
+    """A sitemap or feed, by content type or by the URL's extension."""
+    ctype = (result.headers.get("content-type", "") if result.headers else "").split(";")[0].strip().lower()
+    if ctype in XML_TYPES:
+        return True
+    path = url.split("?", 1)[0].lower()
+    return path.endswith((".xml", ".xml.gz", ".rss", ".atom")) and "html" not in ctype
