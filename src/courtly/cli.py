@@ -240,29 +240,12 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (UsageError, ConfigError, CrawlFolderError, StoreError)
 
 
-def read_seeds(urls: list[str], seeds_file: str | None) -> list[str]:
-    """Validate seeds up front: a bad seed is a usage error naming it."""
-    from courtly.core.urls import UrlError, normalize_url
-    from courtly.runtime.wiring import UsageError
+def read_seeds(urls: list[str], seeds_file: str | None):
+    """Validate seeds up front (a bad seed is a usage error naming it); the
+    file is read again, lazily, when the crawl admits them."""
+    from courtly.runtime.seeds import SeedList
 
-    seeds: list[tuple[str, str]] = [(u, f"argument {u!r}") for u in urls]
-    if seeds_file:
-        try:
-            text = Path(seeds_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read seeds file {seeds_file}: {e}") from e
-        for n, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if line and not line.startswith("#"):
-                seeds.append((line, f"{seeds_file}:{n}"))
-    out = []
-    for url, where in seeds:
-        try:
-            normalize_url(url)
-        except UrlError as e:
-            raise UsageError(f"bad seed URL at {where}: {e}") from e
-        out.append(url)
-    return out
+    return SeedList(urls, seeds_file).validate()
 
 
 def config_from_args(args: argparse.Namespace):

@@ -38,6 +38,7 @@ __all__ = [
     "WarcSection",
     "ExtractSection",
     "StoreSection",
+    "FrontierSection",
     "Config",
     "load_config",
     "config_from_dict",
@@ -263,6 +264,20 @@ class ExtractSection:
 
 
 @dataclass(frozen=True, slots=True)
+class FrontierSection:
+    # Queued URLs kept in memory; the rest wait in the store (the `urls` table)
+    # and are read back per key as its in-memory queue runs low. About 250 bytes
+    # of memory per URL held: the default keeps the frontier's memory near 250 MB
+    # whatever the number of queued URLs.
+    memory_max: int = 1_000_000
+    key_memory_max: int = 200          # per politeness key (10 leases of 20)
+
+    def __post_init__(self) -> None:
+        _positive("frontier.memory_max", self.memory_max)
+        _positive("frontier.key_memory_max", self.key_memory_max)
+
+
+@dataclass(frozen=True, slots=True)
 class StoreSection:
     commit_interval_s: float = 0.5
 
@@ -281,6 +296,7 @@ class Config:
     warc: WarcSection = field(default_factory=WarcSection)
     extract: ExtractSection = field(default_factory=ExtractSection)
     store: StoreSection = field(default_factory=StoreSection)
+    frontier: FrontierSection = field(default_factory=FrontierSection)
 
     def replace(self, section: str, **changes: Any) -> "Config":
         """A copy with some fields of one section changed (CLI overrides)."""

@@ -70,7 +70,7 @@ class FakeSource:
             "http_responses": {"200": 10_500, "301": 700, "404": 520, "429": 80, "500": 40, "503": 60},
             "bytes_fetched": 812_000_000, "decisions": {"robots": 420, "scope": 1500, "depth": 33, "error": 12},
             "errors": 100, "retries": 90, "links_duplicate": 50_000, "extract_failures": 2, "in_flight": 37,
-            "frontier": {"queued_urls": 230_000, "leased_urls": 700, "hosts": {"ready": 120, "waiting": 70, "leased": 10}},
+            "frontier": {"queued_urls": 230_000, "leased_urls": 700, "store_only_urls": 0, "hosts": {"ready": 120, "waiting": 70, "leased": 10}},
             "hosts_backing_off": 12, "host_delay_s": {"0.5": 1.2, "0.9": 3.5}, "ip_request_rate_max": 4.2,
             "dns_cache_hit_ratio": 0.93,
             "fetch_latency_s": {"le": list(metrics.LATENCY_BUCKETS_S),

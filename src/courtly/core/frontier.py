@@ -121,6 +121,17 @@ class Frontier:
         q = self._queues.get(key)
         return q.size if q else 0
 
+    def urls_of(self, key: str) -> set[str]:
+        """URLs of `key` held here: queued, and leased (in flight)."""
+        q = self._queues.get(key)
+        if q is None:
+            return set()
+        out = {it.url for band in q.bands.values() for it in band}
+        lease = self._leases.get(q.lease_id) if q.lease_id else None
+        if lease is not None:
+            out.update(it.url for it in lease.items)
+        return out
+
     def counts(self, now: float) -> tuple[int, int, int]:
         """(keys ready now, keys waiting for their time, keys leased)."""
         ready = waiting = leased = 0

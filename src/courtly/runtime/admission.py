@@ -13,7 +13,7 @@ store, so it lives in the runtime.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from courtly.core.types import Reason, UrlItem
 from courtly.runtime.budget import LOW_BAND
@@ -40,7 +40,7 @@ class Admission:
         self._seed_hosts: set[str] = set()
         self._seed_domains: set[str] = set()
 
-    def set_seeds(self, seeds: list[str]) -> None:
+    def set_seeds(self, seeds: Iterable[str]) -> None:
         for s in seeds:
             try:
                 host = split_origin(normalize_url(s, self.c.rules)).host
@@ -114,7 +114,7 @@ class Admission:
             band = max(band, verdict.band)   # a trap suspect's URLs go to the lowest band
         item = UrlItem(url=url, key=key, band=band, depth=depth, via=via_s, redirects=redirects)
         c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
-        return c._queue(item, now)
+        return c._queue(item, now, stored=True)
 
     def normalized(self, urls) -> list[str]:
         """The crawlable normalised forms of `urls` (the others dropped)."""

@@ -35,6 +35,7 @@ import logging
 import random
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from courtly.config import Config
 from courtly.core.hints import sitemap_locations
@@ -47,6 +48,7 @@ from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.results import Results
 from courtly.runtime.takedown import PurgedNow, Takedowns
@@ -57,6 +59,7 @@ __all__ = ["Crawler", "CrawlStats"]
 log = logging.getLogger("courtly")
 
 SEED_BAND = 1
+SEED_COMMIT_EVERY = 50_000   # seeds admitted between two commits while seeding
 SITEMAPS_PER_ORIGIN_MAX = 20
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
@@ -122,6 +125,7 @@ class Crawler:
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
         self.results = Results(self)
+        self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
@@ -169,7 +173,7 @@ class Crawler:
             item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
             if attempts:
                 self._attempts[url] = attempts
-            self._queue(item, now)
+            self._queue(item, now, stored=True)
             n += 1
         return n
 
@@ -198,13 +202,25 @@ class Crawler:
         hold = max(hold + self.cfg.store.commit_interval_s, 1.0 + self.cfg.store.commit_interval_s)
         self.politeness.hold_all_until(now + hold)
 
-    def add_seeds(self, seeds: list[str]) -> int:
+    def add_seeds(self, seeds: Iterable[str]) -> int:
+        """Admit the seeds (any iterable, read once more if the scope needs the
+        seed hosts). A long list is committed as it goes, so the batch and the
+        frontier's memory stay bounded (runtime/overflow)."""
         now = self.clock.now()
-        self.admission.set_seeds(seeds)
-        added = 0
-        for s in seeds:
+        if self.cfg.crawl.scope != "any":
+            self.admission.set_seeds(seeds)
+        added = n = 0
+        for n, s in enumerate(seeds, 1):
             if self.admission.admit(s, via=None, band=SEED_BAND, depth=0, now=now):
                 added += 1
+            if n % SEED_COMMIT_EVERY == 0:
+                self.commit()
+                if n % (SEED_COMMIT_EVERY * 20) == 0:
+                    log.info("[%s] seeds: %d read, %d queued", self.crawl_id, n, added)
+        if n >= SEED_COMMIT_EVERY:
+            self.commit()
+        if n:
+            log.info("[%s] seeds: %d read, %d queued", self.crawl_id, n, added)
         self._wake.set()
         return added
 
@@ -269,7 +285,7 @@ class Crawler:
                 t.add_done_callback(self._task_done)
             if not self._tasks and not self._processing:
                 left = self.budget_left()
-                idle = len(self.frontier) == 0 and not self.recrawl.enabled
+                idle = len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
                 if self._stopping or idle or (left is not None and left <= 0):
                     return
             wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), ends_at)
@@ -315,11 +331,17 @@ class Crawler:
             self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
             self.store.apply(batch)
             self.admission.committed()
+        self.overflow.refill(now)   # the store now holds every queued URL decided so far
         self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
 
     # ---- queueing -------------------------------------------------------------
 
-    def _queue(self, item: UrlItem, now: float) -> bool:
+    def _queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
+        """Queue `item`. `stored`: it is a queued record in the store or the
+        current batch, so it may wait there when memory is full (runtime/overflow)."""
+        if stored and self.overflow.keep_out(item):
+            self._wake.set()
+            return True
         try:
             self.frontier.add(item, self.politeness.ready_at(item.key, now))
         except FrontierFull:

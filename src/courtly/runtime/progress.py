@@ -19,7 +19,7 @@ def progress_line(crawler) -> str:
     elapsed = max(1e-9, now - s.started_at) if s.started_at else 1e-9
     ready, waiting, leased = crawler.frontier.counts(now)
     return (
-        f"fetched {s.fetched} ({s.fetched / elapsed:.1f}/s)  queued {len(crawler.frontier)}"
+        f"fetched {s.fetched} ({s.fetched / elapsed:.1f}/s)  queued {len(crawler.frontier) + len(crawler.overflow)}"
         f"  hosts ready {ready} waiting {waiting} active {leased}"
         f"  in-flight {s.in_flight}  errors {s.errors}  skipped {s.decisions}"
         f"  {s.bytes / 2**20:.1f} MiB"

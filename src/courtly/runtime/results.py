@@ -35,6 +35,7 @@ TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
 class Results:
     def __init__(self, crawler: "Crawler") -> None:
         self.c = crawler
+        self.extracting: set[str] = set()   # URLs whose page is being extracted
 
     def archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None,
                  profile: str = "identical-payload-digest") -> str:
@@ -88,7 +89,7 @@ class Results:
                 c.batch.requeued.append((attempts, item.url))
                 if status in (429, 503):
                     return "retry-later"   # stays first in the batch, which goes back whole
-                c._queue(item, now)
+                c._queue(item, now, stored=True)
                 return "done"
             c._attempts.pop(item.url, None)
             detail = f"status {status}" if status else f"{result.error}: {result.error_detail}"
@@ -128,6 +129,7 @@ class Results:
                 self.read_hints(item, result.content, now)
                 c.batch.fetched.append((now, status, item.url))
                 return "done"
+            self.extracting.add(item.url)   # still a queued record until its batch commits
             t = asyncio.create_task(self.extract(item, result))
             c._processing.add(t)
             t.add_done_callback(c._task_done)
@@ -165,7 +167,10 @@ class Results:
         c = self.c
         ctype = result.headers.get("content-type", "") if result.headers else ""
         xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
-        page = await c.extractor.submit(result.content, item.url, ctype, xrt)
+        try:
+            page = await c.extractor.submit(result.content, item.url, ctype, xrt)
+        finally:
+            self.extracting.discard(item.url)
         now = c.clock.now()
         if not hasattr(page, "links"):
             c.stats.extract_failed += 1

@@ -20,7 +20,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
 
 from courtly import __version__
 from courtly.config import Config, ConfigError
@@ -97,7 +97,7 @@ def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
 async def run_crawl(
     cfg: Config,
     out: Path,
-    seeds: list[str],
+    seeds: Iterable[str],
     *,
     on_start: Callable[[Crawler], None] | None = None,
     on_started: Callable[[], Awaitable[None]] | None = None,
@@ -154,7 +154,7 @@ async def run_crawl(
         store.close()
 
 
-async def crawl_with_progress(cfg: Config, out: Path, seeds: list[str], progress,
+async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], progress,
                               status: tuple[str, int] | None = None) -> CrawlStats:
     """A crawl with the live progress display and, when `status` is given, the
     metrics and status page server on that (host, port)."""

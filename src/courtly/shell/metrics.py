@@ -69,6 +69,9 @@ METRICS: tuple[MetricDef, ...] = (
        (), "extract_failures"),
     _m("requests_in_flight", "gauge", "Requests on the wire now.", (), "in_flight"),
     _m("frontier_queued_urls", "gauge", "URLs queued in the frontier and not leased.", (), "frontier.queued_urls"),
+    _m("frontier_store_only_urls", "gauge", "Queued URLs waiting in the store only (beyond the in-memory "
+       "window; read back per key as it runs low). Included in frontier_queued_urls.", (),
+       "frontier.store_only_urls"),
     _m("frontier_leased_urls", "gauge", "URLs in host batches handed to fetch tasks.", (), "frontier.leased_urls"),
     _m("frontier_hosts", "gauge", "Politeness keys with queued URLs, by state: ready (may be fetched now), "
        "waiting (for their next fetch time), leased (being fetched).", ("state",), "frontier.hosts"),

@@ -49,7 +49,10 @@ CREATE TABLE IF NOT EXISTS urls (
     reason TEXT,
     detail TEXT
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS urls_queued ON urls(state) WHERE state = 'queued';
+-- queued URLs per key in band order: the frontier reads back the URLs it keeps
+-- only here (runtime/overflow), and resume scans all of them
+CREATE INDEX IF NOT EXISTS urls_queued_key ON urls(key, band, discovered_at) WHERE state = 'queued';
+DROP INDEX IF EXISTS urls_queued;       -- the older key-less index, superseded by urls_queued_key
 CREATE TABLE IF NOT EXISTS fetches (
     id INTEGER PRIMARY KEY,
     url TEXT NOT NULL,
@@ -194,6 +197,14 @@ class SqliteStore:
         yield from self._db.execute(
             "SELECT url, key, band, depth, redirects, via, attempts FROM urls WHERE state='queued'"
         )
+
+    def queued_of_key(self, key: str, limit: int) -> list[tuple]:
+        """The first `limit` queued URLs of `key` in band order, as
+        (url, key, band, depth, redirects, via, attempts); an index range scan."""
+        return self._db.execute(
+            "SELECT url, key, band, depth, redirects, via, attempts FROM urls INDEXED BY urls_queued_key"
+            " WHERE key = ? AND state = 'queued' ORDER BY band, discovered_at LIMIT ?",
+            (key, limit)).fetchall()
 
     def hosts(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
