@@ -46,11 +46,14 @@ import heapq
 import itertools
 import math
 import random
-from dataclasses import dataclass
 
 from courtly.core.changerate import (
     DAY_S, ChangeHistory, PriorModel, budget_multiplier, conditional_headers, estimate_rate, freshness_index,
     observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
+)
+from courtly.core.duequeue import QUEUED, DueQueue as _DueQueue
+from courtly.core.recrawl_policy import (
+    DayTierStats, RecrawlPlan, RecrawlPolicy, Tier, policy_for_intent,
 )
 from courtly.core.types import Decision, Reason
 
@@ -65,201 +68,9 @@ _HOUR = 3600.0
 DENIED_LISTED_MAX = 1000      # Decisions listed per plan; the counts are always complete
 
 
-# ---- policy -------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Tier:
-    """Revisit bounds of one importance tier; rates are clamped to its bounds."""
-
-    name: str
-    interval_s_min: float
-    interval_s_max: float                 # the max age: a URL this old is forced
-    rate_per_s_min: float = 1.0 / (365 * DAY_S)
-    rate_per_s_max: float = 0.0           # 0 = 4 / interval_s_min
-
-    def __post_init__(self) -> None:
-        if not 0 < self.interval_s_min <= self.interval_s_max:
-            raise ValueError(f"tier {self.name}: need 0 < interval_s_min <= interval_s_max")
-        if self.rate_per_s_min <= 0 or (self.rate_per_s_max and self.rate_per_s_max < self.rate_per_s_min):
-            raise ValueError(f"tier {self.name}: bad rate bounds")
-
-    @property
-    def rate_max(self) -> float:
-        return self.rate_per_s_max or 4.0 / self.interval_s_min
-
-
-SEARCH_TIERS = (
-    Tier("top", 15 * 60.0, DAY_S),
-    Tier("mid", _HOUR, 7 * DAY_S),
-    Tier("rest", 6 * _HOUR, 90 * DAY_S),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class RecrawlPolicy:
-    intent: str = "search"
-    daily_budget: int = 100_000           # fetches per day, recrawl + discovery
-    tiers: tuple[Tier, ...] = SEARCH_TIERS
-    discovery_floor: float = 0.2          # share reserved for discovery when it has work
-    recrawl_share_max: float = 1.0
-    period_s: float = 300.0               # plan() is called this often
-    index: str = "freshness"              # or "staleness" (greedy importance x P(changed))
-    history_max: int = 16                 # revisit samples kept per URL
-    prior_weight: float = 2.0             # revisits the prior is worth (pseudo-observations)
-    rate_per_s_default: float = 1.0 / DAY_S
-    rebalance_s: float = 6 * _HOUR        # re-solve mu this often
-    replace_cycle_s: float = 7 * DAY_S    # every URL is re-placed with the current mu this often (0: never)
-    solve_sample_max: int = 512
-    headroom: float = 0.05                # plan this share of the budget as pull-ahead, not as due work
-    retry_s: float = _HOUR                # after a failed fetch (capped by the interval)
-    hint_trust_min: float = 0.2           # hints of a host whose hints rarely meant change are ignored
-    hint_trust_after: int = 10
-
-    def __post_init__(self) -> None:
-        if self.intent not in ("archive", "search", "monitor"):
-            raise ValueError(f"unknown intent {self.intent!r}")
-        if self.daily_budget < 0 or not self.tiers:
-            raise ValueError("daily_budget must be >= 0 and tiers non-empty")
-        if not 0 <= self.discovery_floor <= 1 or not 0 <= self.recrawl_share_max <= 1:
-            raise ValueError("discovery_floor and recrawl_share_max are shares in [0, 1]")
-        if self.index not in ("freshness", "staleness"):
-            raise ValueError("index must be 'freshness' or 'staleness'")
-        if not 0.0 <= self.headroom < 1.0:
-            raise ValueError("headroom is a share in [0, 1)")
-        if self.period_s <= 0 or self.history_max < 1 or self.prior_weight < 0:
-            raise ValueError("period_s, history_max must be positive, prior_weight >= 0")
-        if self.solve_sample_max < 16 or self.rebalance_s <= 0 or self.replace_cycle_s < 0:
-            raise ValueError("solve_sample_max >= 16; rebalance_s > 0; replace_cycle_s >= 0 (0 = off)")
-
-
-def policy_for_intent(intent: str, daily_budget: int, **overrides) -> RecrawlPolicy:
-    """The intent profiles: archive (discovery only), search, monitor (watch list)."""
-    if intent == "archive":
-        base = dict(discovery_floor=1.0, recrawl_share_max=0.0)
-    elif intent == "search":
-        base = dict(discovery_floor=0.2, recrawl_share_max=1.0)
-    elif intent == "monitor":
-        base = dict(discovery_floor=0.0, recrawl_share_max=1.0,
-                    tiers=(Tier("watch", 5 * 60.0, DAY_S),))
-    else:
-        raise ValueError(f"unknown intent {intent!r}")
-    base.update(overrides)
-    return RecrawlPolicy(intent=intent, daily_budget=daily_budget, **base)
-
-
-
-# ---- the scheduler -------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class RecrawlPlan:
-    """What one `plan` call grants for the next period, and what it had to defer."""
-
-    at: float
-    urls: tuple[str, ...]
-    budget: int                   # the period's whole fetch budget
-    recrawl_budget: int
-    discovery_budget: int         # budget - len(urls): discovery's floor plus unused recrawl
-    forced: int                   # granted because of the tier's max age
-    hinted: int                   # granted because a sitemap/feed said it changed
-    pulled_ahead: int             # granted before due, to spend budget left over
-    late: int                     # granted more than a period after due (deferred by budget)
-    backlog_s: float              # how overdue the oldest URL left waiting is (0: none)
-    denied: tuple[Decision, ...] = ()  # the first DENIED_LISTED_MAX URLs left waiting, if asked
-
-
-@dataclass(frozen=True, slots=True)
-class DayTierStats:
-    """One row of `courtly report`: a day (since t = 0) and a tier."""
-
-    day: int
-    tier: int
-    allocated: int
-    forced: int
-    hinted: int
-    denied_budget: int
-    denied_min_interval: int
-    age_p50_s: float | None       # time since the last fetch, at the day's first plan
-    age_p90_s: float | None
-
-
-_QUEUED, _IN_FLIGHT, _REMOVED = 0, 1, 2
+_QUEUED, _IN_FLIGHT, _REMOVED = QUEUED, 1, 2
 _FEW_SAMPLES = 4            # below this, a re-placement re-reads the (moving) prior
 REPLACE_DRIFT = 1.5         # mu moved this factor since the queue was placed: place it again
-
-
-_FAR_S = 1e300               # due instants past this (inf) share the last bucket
-
-
-class _DueQueue:
-    """(due_at, seq, token, entry) items, popped in (due_at, seq) order as from a heap.
-
-    A calendar queue: an item is appended to the bucket of its due instant
-    (`width_s` wide, bucket numbers in a small heap) and a bucket is sorted
-    when it becomes the lowest: a heap's order, without sifting through log n
-    levels of a large heap that is cold in the cache."""
-
-    __slots__ = ("_width", "_buckets", "_keys", "_sorted", "size")
-
-    def __init__(self, width_s: float) -> None:
-        self._width, self._buckets, self._keys = width_s, {}, []
-        self._sorted: int | None = None     # the one bucket kept sorted, descending (popped from the end)
-        self.size = 0
-
-    def push(self, item: tuple) -> None:
-        k = int(item[0] // self._width) if item[0] < _FAR_S else 1 << 62
-        bucket = self._buckets.get(k)
-        if bucket is None:
-            self._buckets[k] = [item]
-            heapq.heappush(self._keys, k)
-        else:
-            bucket.append(item)
-            if k == self._sorted:
-                self._sorted = None
-        self.size += 1
-
-    def _front(self) -> list:
-        k = self._keys[0]
-        bucket = self._buckets[k]
-        if self._sorted != k:
-            bucket.sort(reverse=True)
-            self._sorted = k
-        return bucket
-
-    def pop_due(self, horizon: float, n: int = 1) -> list[tuple]:
-        """Remove and return the first items due by `horizon`, at most `n` of them."""
-        out: list[tuple] = []
-        while len(out) < n and self._keys:
-            bucket = self._front()
-            while bucket and len(out) < n and bucket[-1][0] <= horizon:
-                out.append(bucket.pop())
-            if bucket:
-                break
-            del self._buckets[heapq.heappop(self._keys)]
-            self._sorted = None
-        self.size -= len(out)
-        return out
-
-    def top(self) -> float | None:
-        """Due instant of the first live item (stale ones met on the way are dropped)."""
-        while self._keys:
-            due, _, tok, e = self._front()[-1]
-            if tok == e.token and e.state == _QUEUED:
-                return due
-            self.pop_due(math.inf)
-        return None
-
-    def items(self) -> itertools.chain:
-        return itertools.chain.from_iterable(self._buckets.values())
-
-    def compact(self) -> None:
-        """Drop the stale items."""
-        for k, bucket in list(self._buckets.items()):
-            bucket[:] = [x for x in bucket if x[2] == x[3].token and x[3].state == _QUEUED]
-            if not bucket:
-                del self._buckets[k]
-        self._keys = sorted(self._buckets)
-        self.size = sum(map(len, self._buckets.values()))
-        self._sorted = None
 
 
 class _Entry:
