@@ -13,6 +13,7 @@ store, so it lives in the runtime.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Iterable
 
 from courtly.core.types import Reason, UrlItem
@@ -35,7 +36,9 @@ class Admission:
         # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat
         # their navigation links, so most duplicates are recent ones and skip
         # the store lookup. Only ever holds URLs the store also has.
-        self._recent: dict[str, None] = {}
+        # (An OrderedDict: evicting the oldest of a plain dict by next(iter())
+        # rescans the deleted slots at its front each time, quadratic in a long crawl.)
+        self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_max = RECENT_MAX
         self._seed_hosts: set[str] = set()
         self._seed_domains: set[str] = set()
@@ -54,7 +57,7 @@ class Admission:
         for url in self._pending:
             recent[url] = None
         while len(recent) > self._recent_max:
-            del recent[next(iter(recent))]
+            recent.popitem(last=False)
         self._pending.clear()
 
     def _is_seen(self, url: str) -> bool:
