@@ -135,7 +135,7 @@ async def run_crawl(
             loop.add_signal_handler(sig, crawler.stop)
     try:
         crawler.load()
-        crawler.add_seeds(seeds)
+        await crawler.feed_seeds(seeds)
         if on_start is not None:
             on_start(crawler)
         if on_started is not None:
