@@ -24,8 +24,16 @@ rate while crawling, without start-up and shut-down), CPU =
 user+sys of the crawler's process tree (os.wait4), peak RSS = the summed RSS
 of the tree sampled every 0.1 s (psutil; without it the largest process's
 ru_maxrss), violations = `courtly.sim.check` over the server's log (one
-request in flight per host, the delay, robots.txt first and obeyed for the
-"courtly" group, the per-IP limits given by --ip-rate/--ip-concurrency).
+request in flight and the delay per registered domain, so www.acme1.test and
+shop.acme1.test count as one; robots.txt first and obeyed for the "courtly"
+group; the per-IP limits given by --ip-rate/--ip-concurrency). Below the
+table the same per-key rules are counted per host name, the key Scrapy's
+download slots and Crawlee's throttled domains use.
+
+The page limit is each crawler's own: courtly's `max_pages` counts every
+fetch (sitemaps, feeds and 404s too), so it stops with fewer HTML pages;
+Scrapy finishes the requests already in its downloader after CloseSpider,
+so it may pass the limit. Rates are per page actually fetched.
 
 Ratios read "courtly is N times better": speed = courtly pages/s / theirs,
 CPU = their CPU s per 1,000 pages / courtly's. The machine is shared, so
