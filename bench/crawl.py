@@ -18,26 +18,14 @@ This is a benchmark, not a test: it measures and prints, it asserts nothing.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from courtly.runtime.demo import simweb_process  # noqa: E402
-
-
-def _pin(cpu: int) -> list[str]:
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", str(cpu)]
-    return []
+from harness import courtly_command, run_measured, server_verdict, simulated_web  # noqa: E402
 
 
 def main() -> int:
@@ -55,62 +43,38 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="courtly-bench-"))
-    sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host", str(args.pages_per_host),
-                "--ips", str(args.ips), "--seed", str(args.seed)]
-    env = dict(os.environ)
     print(f"simulated web: {args.hosts} hosts x {args.pages_per_host} pages on {args.ips} IPs", flush=True)
     try:
-        with simweb_process(tmp / "sim", sim_args, ready_s=120) as web:
-            if _pin(0):
-                subprocess.run(["taskset", "-pc", "0", str(web.proc.pid)], capture_output=True)
-            allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
-            cfg = tmp / "bench.toml"
-            cfg.write_text(
-                f"[crawl]\ncontact = \"bench@example.invalid\"\nmax_pages = {args.max_pages}\n"
-                f"fetch_tasks = {args.fetch_tasks}\n"
-                f"[politeness]\ndelay_s = {args.delay_s}\nip_rate = {args.ip_rate}\n"
-                f"ip_concurrency = {args.ip_concurrency}\n"
-                f"[fetch]\ntotal_s = 20.0\n[network]\nallow = {json.dumps(allowed)}\n"
-                f"hosts_file = \"{web.hosts_file}\"\n"
-            )
-            out = tmp / "crawl"
-            cmd = [*_pin(1), sys.executable, "-m", "courtly", "crawl", "--config", str(cfg),
-                   "--seeds-file", str(web.out / "seeds.txt"), "--out", str(out), "--quiet"]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.monotonic()
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            wall = time.monotonic() - t0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
+        with simulated_web(tmp / "sim", hosts=args.hosts, pages_per_host=args.pages_per_host,
+                           ips=args.ips, seed=args.seed) as (web, allowed):
+            cmd = courtly_command(tmp, web, allowed, max_pages=args.max_pages, fetch_tasks=args.fetch_tasks,
+                                  delay_s=args.delay_s, ip_rate=args.ip_rate, ip_concurrency=args.ip_concurrency)
+            run = run_measured(cmd, tmp / "run")
+            if run.returncode != 0:
+                print(run.tail(3000), file=sys.stderr)
                 return 1
-            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            rss_mb = after.ru_maxrss / 1024
             from courtly.shell.store.sqlite import SqliteStore
 
-            store = SqliteStore(out / "crawl.db")
+            store = SqliteStore(tmp / "crawl" / "crawl.db")
             counts = store.counts()
             store.close()
             pages = counts["states"].get("fetched", 0)
-            time.sleep(1.2)
-            from courtly.sim.check import check_log
-
-            report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s,
-                               ip_rate=args.ip_rate, ip_concurrency=args.ip_concurrency,
-                               coverage=False, duplicate_fetches_max=10**9)
-            violations = len(report.violations)
+            verdict = server_verdict(web, delay_s=args.delay_s, ip_rate=args.ip_rate,
+                                     ip_concurrency=args.ip_concurrency)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             print(f"kept {tmp}")
+    wall, cpu = run.wall_s, run.cpu_s
     print()
     print(f"{'pages':>8} {'wall s':>8} {'pages/s':>8} {'CPU s/1k':>9} {'peak RSS MB':>12} {'violations':>10}")
     print(f"{pages:>8} {wall:>8.1f} {pages / wall:>8.1f} {cpu / max(pages, 1) * 1000:>9.2f} "
-          f"{rss_mb:>12.0f} {violations:>10}")
-    print(f"(crawler CPU {cpu:.1f} s user+sys; ru_maxrss covers the crawler and its extraction workers)")
-    if violations:
-        print(report.render())
+          f"{run.rss_mb:>12.0f} {verdict.violations:>10}")
+    rss_how = "summed over the process tree" if run.tree_rss_peak_mb is not None else "largest single process"
+    print(f"(crawler CPU {cpu:.1f} s user+sys incl. its extraction workers; peak RSS {rss_how})")
+    if verdict.violations:
+        print(verdict.report.render())
     return 0
 
 
