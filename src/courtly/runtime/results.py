@@ -165,13 +165,14 @@ class Results:
         c = self.c
         ctype = result.headers.get("content-type", "") if result.headers else ""
         xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
-        page = await c.extractor.submit(result.content, item.url, ctype, xrt)
+        origin = split_origin(item.url)
+        page = await c.extractor.submit(result.content, item.url, ctype, xrt,
+                                        error_print=c.budget.wants_error_print(str(origin)))
         now = c.clock.now()
         if not hasattr(page, "links"):
             c.stats.extract_failed += 1
             c.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
         else:
-            origin = split_origin(item.url)
             judged = c.budget.page(
                 url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
                 content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)
