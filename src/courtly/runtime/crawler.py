@@ -275,8 +275,9 @@ class Crawler:
             wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), ends_at)
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
-            if self._stopping or (self.budget_left() or 1) <= 0:
-                timeout = None
+            left = self.budget_left()
+            if self._stopping or (left is not None and left <= 0):
+                timeout = None   # no new lease until a task ends (it sets _wake)
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except asyncio.TimeoutError:
