@@ -126,7 +126,8 @@ async def run_crawl(
                       warcinfo=warcinfo, fsync=cfg.warc.fsync)
     e = cfg.extract
     extractor = ExtractPool(e.workers, task_s_max=e.task_s_max, memory_bytes_max=e.memory_bytes_max,
-                            links_max=e.links_max, fingerprints=cfg.budget.enabled)
+                            tasks_per_child=e.tasks_per_child, links_max=e.links_max,
+                            fingerprints=cfg.budget.enabled)
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
     loop = asyncio.get_running_loop()
