@@ -91,7 +91,7 @@ class BudgetDefence:
     def save(self, batch) -> None:
         """Snapshot the guard and the soft-404 book into `batch` (called at commits)."""
         if self.enabled:
-            batch.meta["traps"] = json.dumps(self.traps.snapshot())
+            batch.meta["traps"] = self.traps.snapshot_json()   # re-encodes only the hosts touched
             batch.meta["soft404"] = json.dumps(self.soft404.snapshot())
 
     # ---- questions --------------------------------------------------------------
