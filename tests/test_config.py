@@ -38,6 +38,8 @@ def test_bad_values_are_refused():
         config_from_dict({"robots": {"cache_s": 172800}})
     with pytest.raises(ConfigError):
         config_from_dict({"politeness": {"ip_concurrency": 0}})
+    with pytest.raises(ConfigError, match=r"extract\.tasks_per_child"):
+        config_from_dict({"extract": {"tasks_per_child": 0}})
 
 
 def test_toml_file_loads_with_allowlist(tmp_path):

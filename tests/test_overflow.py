@@ -86,7 +86,7 @@ class _Extractor:
     def __init__(self, web: dict[str, list[str]]) -> None:
         self.web = web
 
-    async def submit(self, content: bytes, url: str, ctype: str, xrt: str):
+    async def submit(self, content: bytes, url: str, ctype: str, xrt: str, error_print: bool = True):
         await asyncio.sleep(0.002)
         return PageLinks(links=tuple(Link(u, "a", False) for u in self.web.get(url, ())))
 

@@ -261,6 +261,13 @@ class ExtractSection:
     task_s_max: float = 10.0
     memory_bytes_max: int = 512 * 2**20
     links_max: int = 5000
+    # A worker is replaced after this many pages (a slow leak cannot grow for
+    # ever). A new worker costs ~0.2 CPU-s to start, so every 1,000 pages was
+    # ~0.2 ms a page; the memory limit still caps each worker.
+    tasks_per_child: int = 10_000
+
+    def __post_init__(self) -> None:
+        _positive("extract.tasks_per_child", self.tasks_per_child)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,8 @@ class Fetcher(Protocol):
 
 
 class Extractor(Protocol):
-    async def submit(self, body: bytes, url: str, content_type: str, x_robots_tag: str): ...
+    async def submit(self, body: bytes, url: str, content_type: str, x_robots_tag: str,
+                     *, error_print: bool = True): ...
 
     async def close(self) -> None: ...
 

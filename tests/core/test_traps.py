@@ -417,6 +417,26 @@ def test_snapshot_round_trips_and_restored_guard_decides_the_same():
         TrapGuard.restore({"version": 2})
 
 
+def test_snapshot_json_is_the_snapshot_as_json_after_every_change():
+    g = guard(hosts_max=4)
+    g.allow(AllowEntry("b.test", 10, "ops@b.test", NOW + 86_400))
+    assert g.snapshot_json() == json.dumps(g.snapshot())
+    open_calendar(g)
+    assert g.snapshot_json() == json.dumps(g.snapshot())
+    for n in range(12):   # touches some hosts, evicts others (hosts_max=4)
+        key = f"h{n % 6}.test"
+        check(g, f"/p/{n}", key=key)
+        if n % 3 == 0:
+            g.note_fetch(key, f"http://{key}/p/{n}", n % 2 == 0, NOW + n)
+        assert g.snapshot_json() == json.dumps(g.snapshot())
+    g.resolve_suspect(KEY, "trap", NOW)
+    assert g.snapshot_json() == json.dumps(g.snapshot())
+    restored = TrapGuard.restore(json.loads(g.snapshot_json()), g.config, random.Random(1))
+    assert restored.snapshot_json() == g.snapshot_json()
+    check(restored, "/calendar/2090/02/")
+    assert restored.snapshot_json() == json.dumps(restored.snapshot())
+
+
 @PROPERTY
 @given(st.lists(st.tuples(st.sampled_from(["a.test", "b.test"]),
                           st.sampled_from(["/cal/2090/01/", "/p/1", "/p/2?sid=9", "/q?x=1&y=2", "/r/r/r/",

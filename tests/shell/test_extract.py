@@ -224,10 +224,14 @@ def test_pool_computes_the_budget_fingerprints_beside_the_links():
 
     async def go():
         async with ExtractPool(1, fingerprints=True) as pool:
-            return await pool.submit(body, url, "text/html", "")
+            return (await pool.submit(body, url, "text/html", ""),
+                    await pool.submit(body, url, "text/html", "", error_print=False))
 
-    page = asyncio.run(go())
+    page, honest_host_page = asyncio.run(go())
     text = main_text(body, "text/html")
     assert page.prints == (simhash64(text), error_fingerprint(text, url))
     assert page.prints[0] != 0
     assert [l.url for l in page.links] == ["http://a.test/x"]
+    # a page of a host that is not soft: the soft-404 half is left out
+    assert honest_host_page.prints == (simhash64(text), None)
+    assert honest_host_page.links == page.links

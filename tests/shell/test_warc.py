@@ -539,3 +539,14 @@ def test_repair_after_kill_9_of_a_writing_process(tmp_path: Path) -> None:
     ]
     assert run_tool("warcio.cli", "check", str(path)).returncode == 0
     assert cdxj_path(path).read_text().splitlines() == cdxj_indexer_lines(path)
+
+
+def test_sha1_digests_are_rfc4648_base32() -> None:
+    import base64
+    import hashlib
+
+    from courtly.shell.warc import _sha1_b32
+
+    for data in (b"", b"a", bytes(range(256)) * 7, b"\xff" * 20):
+        h = hashlib.sha1(data)
+        assert _sha1_b32(h) == "sha1:" + base64.b32encode(h.digest()).decode("ascii")

@@ -109,8 +109,9 @@ class PageLinks:
     title: str | None = None
     error: str | None = None    # why the result is empty or degraded
     # (SimHash of the main text, soft-404 fingerprint), when the extraction
-    # worker computed them beside the links (see runtime/budget.py)
-    prints: tuple[int, int] | None = None
+    # worker computed them beside the links (see runtime/budget.py); the
+    # soft-404 half is None when the caller said the host is not soft
+    prints: tuple[int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

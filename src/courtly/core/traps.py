@@ -23,7 +23,9 @@ API (pure; `now` is an argument, randomness the injected `rng`)
   what was denied: those Decisions name the rule); "trap" denies the scope
   for good ("" = the whole host).
 * ``allow(AllowEntry)``, ``budget_of(key, now)``, ``band_of(key)``;
-  ``snapshot()`` / ``TrapGuard.restore(data, config, rng)``: JSON state.
+  ``snapshot()`` / ``TrapGuard.restore(data, config, rng)``: JSON state;
+  ``snapshot_json()`` is ``json.dumps(snapshot())``, re-encoding only the
+  hosts touched since the last call (the runtime saves it every 10 s).
 
 URL rules, in the order `check_new_url` applies them
 ----------------------------------------------------
@@ -83,6 +85,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -253,6 +256,8 @@ class TrapGuard:
         self.rng = rng or random.Random(0)  # picks the sample of suspect URLs let through
         self._hosts: dict[str, _Host] = {}
         self._allow: list[AllowEntry] = list(self.config.allowlist)
+        self._host_texts: dict[str, str] = {}   # key -> '"key": {...}' as of the last snapshot_json
+        self._touched: set[str] = set()         # keys whose host may differ from its text
 
     # ---------------------------------------------------------------- API
 
@@ -345,6 +350,7 @@ class TrapGuard:
         host = self._hosts.get(key)
         if host is None:
             return 0
+        self._touched.add(key)
         closing = [k for k in host.open if rule is None or k[0] == rule]
         for k in closing:
             del host.open[k]
@@ -510,6 +516,8 @@ class TrapGuard:
     # ---------------------------------------------------------------- hosts
 
     def _host(self, key: str, now: float) -> _Host:
+        """`key`'s state, made most recently used; the caller may change it."""
+        self._touched.add(key)
         host = self._hosts.pop(key, None)
         if host is None:
             host = _Host()
@@ -533,10 +541,26 @@ class TrapGuard:
     def snapshot(self) -> dict[str, Any]:
         return {
             "version": 1,
-            "allow": [[e.key, e.budget, e.owner, e.expires_at] for e in self._allow
-                      if e not in self.config.allowlist],
+            "allow": self._allow_rows(),
             "hosts": {key: _host_json(h) for key, h in self._hosts.items()},
         }
+
+    def _allow_rows(self) -> list[list[Any]]:
+        return [[e.key, e.budget, e.owner, e.expires_at] for e in self._allow if e not in self.config.allowlist]
+
+    def snapshot_json(self) -> str:
+        """``json.dumps(self.snapshot())``, the same text, at the cost of the
+        hosts touched since the last call (the others' text is kept)."""
+        texts = self._host_texts
+        for key in self._touched:
+            host = self._hosts.get(key)
+            if host is not None:
+                texts[key] = json.dumps(key) + ": " + json.dumps(_host_json(host))
+        self._touched.clear()
+        if len(texts) > len(self._hosts):   # evicted hosts
+            self._host_texts = texts = {k: t for k, t in texts.items() if k in self._hosts}
+        head = json.dumps({"version": 1, "allow": self._allow_rows(), "hosts": {}})   # ends '"hosts": {}}'
+        return head[:-2] + ", ".join([texts[k] for k in self._hosts]) + "}}"
 
     @classmethod
     def restore(cls, data: dict[str, Any], config: TrapConfig | None = None,
@@ -548,6 +572,7 @@ class TrapGuard:
             guard._allow.append(AllowEntry(str(key), int(budget), str(owner), float(expires_at)))
         for key, h in data["hosts"].items():
             guard._hosts[key] = _host_from_json(key, h, guard.config)
+        guard._touched.update(guard._hosts)
         return guard
 
 

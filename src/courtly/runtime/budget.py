@@ -91,7 +91,7 @@ class BudgetDefence:
     def save(self, batch) -> None:
         """Snapshot the guard and the soft-404 book into `batch` (called at commits)."""
         if self.enabled:
-            batch.meta["traps"] = json.dumps(self.traps.snapshot())
+            batch.meta["traps"] = self.traps.snapshot_json()   # re-encodes only the hosts touched
             batch.meta["soft404"] = json.dumps(self.soft404.snapshot())
 
     # ---- questions --------------------------------------------------------------
@@ -128,16 +128,21 @@ class BudgetDefence:
 
     def page(self, *, url: str, key: str, host: str, origin: str, content: bytes, content_type: str,
              canonical: str | None, now: float, batch,
-             prints: tuple[int, int] | None = None) -> PageJudgement:
+             prints: tuple[int, int | None] | None = None) -> PageJudgement:
         """Judge a fetched HTML page. `prints` = (main-text SimHash, soft-404
-        fingerprint) when the extraction worker computed them; else here."""
+        fingerprint) when the extraction worker computed them; else here. The
+        soft-404 half may be None when the host was not soft at submission
+        (`wants_error_print`); it is computed here if the host is soft now."""
         if not self.enabled:
             return PageJudgement()
         if prints is None:
             text = main_text(content, content_type)
             prints = (simhash64(text), error_fingerprint(text, url))
         fp, error_fp = prints
-        if self.soft404.is_soft(origin) and self.soft404.is_soft404(origin, error_fp):
+        soft = self.soft404.is_soft(origin)
+        if soft and error_fp is None:   # it turned soft while the page was in the worker
+            error_fp = error_fingerprint(main_text(content, content_type), url)
+        if soft and self.soft404.is_soft404(origin, error_fp):
             self.counts["soft404"] += 1
             batch.flags.append((url, now, "soft404", origin))
             self.traps.note_fetch(key, url, False, now)
@@ -159,6 +164,12 @@ class BudgetDefence:
         return PageJudgement()
 
     # ---- soft-404 probes ---------------------------------------------------------
+
+    def wants_error_print(self, origin: str) -> bool:
+        """Does a page of `origin` need its soft-404 fingerprint? Only when the
+        host answered the probe with 200 (the fingerprint costs more CPU than
+        the SimHash, and most hosts are honest)."""
+        return self.enabled and self.soft404.is_soft(origin)
 
     def needs_probe(self, origin: str, now: float) -> bool:
         return self.probe_soft404 and self.soft404.needs_probe(origin, now)

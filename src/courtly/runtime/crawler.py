@@ -144,7 +144,7 @@ class Crawler:
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
         self._ip_waiters: dict[str, asyncio.Event] = {}
-        self._wake = asyncio.Event()
+        self._wake = _Wakeup()
         self._stopping = False
         self._fatal: BaseException | None = None
         self.token = cfg.robots.token
@@ -310,12 +310,10 @@ class Crawler:
             wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), ends_at)
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
-            if self._stopping or (self.budget_left() or 1) <= 0:
-                timeout = None
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            left = self.budget_left()
+            if self._stopping or (left is not None and left <= 0):
+                timeout = None   # no new lease until a task ends (it sets _wake)
+            await self._wake.wait(timeout)
 
     def _plan_recrawls(self, now: float) -> None:
         """Queue the recrawls the scheduler grants for the next period."""
@@ -597,6 +595,51 @@ class Crawler:
             for sitemap in sitemaps:
                 self.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
         return True
+
+class _Wakeup:
+    """The main loop's wake-up call: `set()` ends the current or next `wait`.
+
+    Like `asyncio.Event` with `asyncio.wait_for`, for one waiter, without the
+    task and the cancellation that `wait_for` costs on every wait (the main
+    loop waits once per event-loop turn in which something changed)."""
+
+    __slots__ = ("_flag", "_waiter")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiter: asyncio.Future | None = None
+
+    def set(self) -> None:
+        self._flag = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Until `set()` is called or `timeout` seconds have passed."""
+        if self._flag:
+            return
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _wake_up, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _wake_up(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
 
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]

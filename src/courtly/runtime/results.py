@@ -167,8 +167,10 @@ class Results:
         c = self.c
         ctype = result.headers.get("content-type", "") if result.headers else ""
         xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
+        origin = split_origin(item.url)
         try:
-            page = await c.extractor.submit(result.content, item.url, ctype, xrt)
+            page = await c.extractor.submit(result.content, item.url, ctype, xrt,
+                                            error_print=c.budget.wants_error_print(str(origin)))
         finally:
             self.extracting.discard(item.url)
         now = c.clock.now()
@@ -176,7 +178,6 @@ class Results:
             c.stats.extract_failed += 1
             c.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
         else:
-            origin = split_origin(item.url)
             judged = c.budget.page(
                 url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
                 content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)

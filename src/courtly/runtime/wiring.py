@@ -125,8 +125,12 @@ async def run_crawl(
     warc = WarcWriter(out / "warc", prefix=cfg.warc.prefix, file_bytes_max=cfg.warc.file_bytes_max,
                       warcinfo=warcinfo, fsync=cfg.warc.fsync)
     e = cfg.extract
+    # 8 pages in flight per worker, not 2: the worker finds its next page waiting
+    # and runs several before it blocks, so the crawler and the worker switch
+    # less often when they share a core (bench: ~10 % less CPU per page).
     extractor = ExtractPool(e.workers, task_s_max=e.task_s_max, memory_bytes_max=e.memory_bytes_max,
-                            links_max=e.links_max, fingerprints=cfg.budget.enabled)
+                            tasks_per_child=e.tasks_per_child, pipeline_depth=8, links_max=e.links_max,
+                            fingerprints=cfg.budget.enabled)
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
     loop = asyncio.get_running_loop()

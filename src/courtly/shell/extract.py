@@ -199,9 +199,12 @@ class ExtractPool:
         self._ensure_workers()
 
     async def submit(
-        self, body: bytes, url: str, content_type: str = "", x_robots_tag: str = ""
+        self, body: bytes, url: str, content_type: str = "", x_robots_tag: str = "",
+        *, error_print: bool = True,
     ) -> PageLinks | ExtractFailed:
         """Extract one page; waits for a slot when `queue_max` are pending.
+        With `fingerprints`, `error_print=False` leaves the soft-404 half of
+        `PageLinks.prints` None (the caller knows the host is not soft).
 
         Raises RuntimeError when the pool is closed or broken.
         """
@@ -211,7 +214,7 @@ class ExtractPool:
             self._check_open()
             loop = asyncio.get_running_loop()
             task_id = next(self._ids)
-            payload = marshal.dumps((task_id, url, content_type, x_robots_tag, bytes(body)))
+            payload = marshal.dumps((task_id, url, content_type, x_robots_tag, bytes(body), error_print))
             task = _Task(task_id, url, frame(payload), loop.create_future())
             self._pending += 1
             self._drained.clear()

@@ -11,7 +11,8 @@ Theory of operation
   parent decides when it stops), says `READY`, then serves tasks in order
   over its end of a Unix socket pair until EOF.
 - Frames are a 4-byte big-endian length (`HEADER`) and a `marshal`-encoded
-  tuple: the request is ``(task_id, url, content_type, x_robots_tag, body)``,
+  tuple: the request is ``(task_id, url, content_type, x_robots_tag, body,
+  error_print)``,
   the reply ``("ok", task_id, page_tuple)`` (`encode_page` / `decode_page`).
   No pickle, no per-link objects on the wire.
 - Each task arms a SIGALRM at ``2 * task_s_max + 1`` s with the default
@@ -77,9 +78,12 @@ def decode_page(data: tuple) -> PageLinks:
                      tuple(prints) if prints is not None else None)
 
 
-def with_prints(page: PageLinks, body: bytes, url: str, content_type: str) -> PageLinks:
+def with_prints(page: PageLinks, body: bytes, url: str, content_type: str,
+                error_print: bool = True) -> PageLinks:
     """`page` with the main-text SimHash and soft-404 fingerprint set: the
-    budget defence's CPU-heavy half, done here on the worker's core."""
+    budget defence's CPU-heavy half, done here on the worker's core. Without
+    `error_print` the soft-404 fingerprint is None (only pages of hosts that
+    answered the probe with 200 need it; it costs more than the SimHash)."""
     from dataclasses import replace
 
     from courtly.core.fingerprint import simhash64
@@ -87,7 +91,7 @@ def with_prints(page: PageLinks, body: bytes, url: str, content_type: str) -> Pa
     from courtly.core.soft404 import error_fingerprint
 
     text = main_text(body, content_type)
-    return replace(page, prints=(simhash64(text), error_fingerprint(text, url)))
+    return replace(page, prints=(simhash64(text), error_fingerprint(text, url) if error_print else None))
 
 
 # -- the worker process ----------------------------------------------------------------
@@ -123,7 +127,7 @@ def _serve_one(sock: socket.socket, alarm_s: float, options: tuple[str, int, boo
     user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints = options
     signal.setitimer(signal.ITIMER_REAL, alarm_s)  # default action: terminate
     try:
-        task_id, url, content_type, x_robots_tag, body = marshal.loads(payload)
+        task_id, url, content_type, x_robots_tag, body, error_print = marshal.loads(payload)
         del payload
         if test_faults:
             _inject_fault(body, memory_bytes_max)
@@ -132,7 +136,7 @@ def _serve_one(sock: socket.socket, alarm_s: float, options: tuple[str, int, boo
             user_agent_token=user_agent_token, links_max=links_max,
         )
         if fingerprints and is_html(body, content_type):
-            page = with_prints(page, body, url, content_type)
+            page = with_prints(page, body, url, content_type, error_print)
         reply = marshal.dumps(("ok", task_id, encode_page(page)))
     except MemoryError:
         reply = None

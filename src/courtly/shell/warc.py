@@ -52,7 +52,6 @@ characters that would break the framing.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import re
@@ -499,8 +498,16 @@ def _record_id() -> str:
     return f"<urn:uuid:{uuid.uuid4()}>"
 
 
+_B32_PAIRS = tuple(a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+_B32_SHIFTS = tuple(range(150, -1, -10))
+
+
 def _sha1_b32(h: "hashlib._Hash") -> str:
-    return "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+    """``"sha1:"`` + the RFC 4648 base32 of a SHA-1 digest (20 bytes: 32
+    characters, no padding), two characters per 10 bits: four record digests
+    per exchange made `base64.b32encode` (pure Python) ~5 % of the writer."""
+    n = int.from_bytes(h.digest(), "big")
+    return "sha1:" + "".join([_B32_PAIRS[(n >> s) & 0x3FF] for s in _B32_SHIFTS])
 
 
 def _check_uri(url: str) -> None:
