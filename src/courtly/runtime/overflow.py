@@ -98,8 +98,10 @@ class Overflow:
             rows = c.store.queued_of_key(key, limit)
             reads += 1
             got = 0
+            full = False                      # rows left unread: the key stays here
             for url, _key, band, depth, redirects, via, attempts in rows:
                 if got >= want:
+                    full = True
                     break
                 if url in held or url in extracting:
                     continue
@@ -111,7 +113,7 @@ class Overflow:
             added += got
             room -= got
             changed = True
-            exhausted = len(rows) < limit     # the store has nothing more for this key
+            exhausted = len(rows) < limit and not full   # the store has nothing more for this key
             left = 0 if exhausted else max(n - got, 1)
             self._total += left - n
             if left:
