@@ -36,23 +36,14 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from courtly.runtime.demo import simweb_process  # noqa: E402
+from harness import pin, simulated_web  # noqa: E402
 from courtly.sim.check import check_log  # noqa: E402
 from courtly.sim.model import SimWeb  # noqa: E402
 from courtly.sim.webconfig import profile_config  # noqa: E402
 
 SEEDS_LINE = re.compile(r"seeds: (\d+) read, (\d+) queued")
-
-
-def _pin(cpu: int) -> list[str]:
-    import shutil
-
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", str(cpu)]
-    return []
 
 
 def _rss_mb(pid: int) -> float:
@@ -103,14 +94,11 @@ def main() -> int:
     pages_per_host = -(-args.urls // args.hosts)
     args.ips = min(args.ips, args.hosts)
     tmp = Path(tempfile.mkdtemp(prefix="courtly-scale-"))
-    sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host", str(pages_per_host),
-                "--ips", str(args.ips), "--seed", str(args.seed)]
     print(f"simulated web: {args.hosts} hosts x {pages_per_host} pages on {args.ips} IPs; "
           f"{args.urls:,} seeds", flush=True)
     try:
-        with simweb_process(tmp / "sim", sim_args, ready_s=300) as web:
-            if _pin(0):
-                subprocess.run(["taskset", "-pc", "0", str(web.proc.pid)], capture_output=True)
+        with simulated_web(tmp / "sim", hosts=args.hosts, pages_per_host=pages_per_host, ips=args.ips,
+                           seed=args.seed, ready_s=300) as (web, allowed):
             model = SimWeb(profile_config("bench", hosts=args.hosts, pages_per_host=pages_per_host,
                                           ips=args.ips, seed=args.seed))
             t = time.monotonic()
@@ -118,7 +106,6 @@ def main() -> int:
             n = write_seeds(seeds, web.seeds, model, args.urls)
             print(f"seeds file: {n:,} URLs, {seeds.stat().st_size / 2**20:.0f} MiB, "
                   f"written in {time.monotonic() - t:.1f} s", flush=True)
-            allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
             cfg = tmp / "scale.toml"
             cfg.write_text(
                 f"[crawl]\ncontact = \"bench@example.invalid\"\nfetch_tasks = 512\n"
@@ -129,7 +116,7 @@ def main() -> int:
                 f"hosts_file = \"{web.hosts_file}\"\n"
             )
             out = tmp / "crawl"
-            cmd = [*_pin(1), sys.executable, "-m", "courtly", "crawl", "--config", str(cfg),
+            cmd = [*pin(1), sys.executable, "-m", "courtly", "crawl", "--config", str(cfg),
                    "--seeds-file", str(seeds), "--out", str(out), "--quiet"]
             figures = _run(cmd, n, args)
             figures["disk"] = {"crawl.db": _du_mb(out) - _du_mb(out / "warc") if out.exists() else 0.0,
@@ -161,8 +148,6 @@ def _run(cmd: list[str], n: int, args) -> dict:
         for line in proc.stderr:
             m = SEEDS_LINE.search(line)
             if m:
-                if "first_seed_line" not in marks:
-                    marks["first_seed_line"] = time.monotonic()
                 if int(m.group(1)) >= n:
                     marks["seeded"] = time.monotonic()
                     marks["queued"] = int(m.group(2))
@@ -215,7 +200,6 @@ def _print(f: dict, report, n: int) -> None:
     if "seeded" not in m:
         print(f"seeding did not finish (crawler exit {f['rc']}); marks: {m}")
         return
-    validate_s = m["first_seed_line"] - f["t0"] if "first_seed_line" in m else float("nan")
     seed_s = m["seeded"] - f["t0"]
     pages, span, queued = _pages_fetched(f["out"])
     print(f"{'figure':44s} value")
@@ -223,7 +207,6 @@ def _print(f: dict, report, n: int) -> None:
     print(f"{'queued after seeding':44s} {m.get('queued', 0):,}")
     print(f"{'seeding, start to all queued':44s} {seed_s:.1f} s  ({n / seed_s:,.0f} URLs/s, "
           f"validation pass included)")
-    print(f"{'  of which before the first 1M were queued':44s} {validate_s:.1f} s")
     print(f"{'peak RSS of the crawler':44s} {f['rss_peak_mb']:.0f} MB")
     print(f"{'  sampled peak while seeding':44s} {f['rss_samples']['seeding']:.0f} MB")
     print(f"{'  sampled peak while fetching':44s} {f['rss_samples']['fetching']:.0f} MB")
