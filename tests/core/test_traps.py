@@ -585,3 +585,31 @@ def test_sim_traps_are_flagged_and_fenced_within_a_few_dozen_trap_fetches(trap, 
         assert host_fetches <= 500, result
     assert result["trap_fetches"] <= 60, result  # fenced: the trap stops costing fetches
     assert result["fetches"] < 3000  # the crawl of the host ends
+
+
+def _templates_held(g: TrapGuard) -> int:
+    return sum(len(h.templates) for h in g._hosts.values())
+
+
+def test_templates_over_all_hosts_are_bounded_and_the_bound_survives_a_snapshot():
+    # slug URLs: one template per page, the memory cost of a large queued frontier
+    g = guard(templates_total_max=10)
+    words = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
+    for h in range(3):
+        for i, w in enumerate(words):
+            g.note_discovered(f"h{h}.test", f"https://h{h}.test/news/{w}-{i}.html", NOW)
+    assert _templates_held(g) <= 10 + 3          # plus one overflow template per host
+    assert g._templates == _templates_held(g)
+    restored = TrapGuard.restore(json.loads(g.snapshot_json()), g.config, random.Random(1))
+    assert restored._templates == _templates_held(restored) == _templates_held(g)
+    restored.note_discovered("h9.test", "https://h9.test/news/quince-1.html", NOW)
+    assert _templates_held(restored) <= 10 + 4
+
+
+def test_evicting_a_host_gives_its_templates_back():
+    g = guard(templates_total_max=6, hosts_max=2)
+    for h in range(4):
+        for i, w in enumerate(["apple", "pear", "plum"]):
+            g.note_discovered(f"h{h}.test", f"https://h{h}.test/news/{w}-{i}.html", NOW)
+    assert len(g._hosts) == 2
+    assert g._templates == _templates_held(g) == 6   # the newest hosts got their templates

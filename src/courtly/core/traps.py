@@ -77,8 +77,10 @@ segment that is a number, a date, a hex id or a UUID becomes a placeholder
 (``/news/2024/05/story-12.html?page=3`` -> ``/news/{n}/{n}/story-{n}.html?page=*``).
 
 Bounds: per host `templates_max` templates (then one overflow template) and
-`session_keys_max` pages with session ids; `hosts_max` hosts (least recently
-used first, hosts with suspicions kept). Cost: ~15-20 us per new URL.
+`session_keys_max` pages with session ids; `templates_total_max` templates over
+all hosts (slug URLs make one template per page: without it ten million queued
+URLs kept ~2.5 GB of templates); `hosts_max` hosts (least recently used first,
+hosts with suspicions kept). Cost: ~15-20 us per new URL.
 """
 
 from __future__ import annotations
@@ -157,13 +159,14 @@ class TrapConfig:
     suspect_band: int = SUSPECT_BAND
     suspect_sample_share: float = 0.01
     templates_max: int = 4_096
+    templates_total_max: int = 500_000    # over all hosts (~250 B each)
     session_keys_max: int = 100_000
     hosts_max: int = 1_000_000
 
     def __post_init__(self) -> None:
         positive = ("daily_new_urls_max", "depth_max", "url_length_max", "path_segments_max",
                     "calendar_urls_min", "query_shapes_max", "template_urls_max",
-                    "template_fetches_min", "near_dup_window", "rate_window", "templates_max",
+                    "template_fetches_min", "near_dup_window", "rate_window", "templates_max", "templates_total_max",
                     "session_keys_max", "hosts_max")
         for name in positive:
             if getattr(self, name) < 1:
@@ -258,6 +261,7 @@ class TrapGuard:
         self._allow: list[AllowEntry] = list(self.config.allowlist)
         self._host_texts: dict[str, str] = {}   # key -> '"key": {...}' as of the last snapshot_json
         self._touched: set[str] = set()         # keys whose host may differ from its text
+        self._templates = 0                      # templates held over all hosts
 
     # ---------------------------------------------------------------- API
 
@@ -297,8 +301,7 @@ class TrapGuard:
             return ALLOW
         path, query = path_query(url)
         template = url_template(path, query)
-        if template not in host.templates:
-            template = _OVERFLOW if len(host.templates) >= self.config.templates_max else template
+        template = self._template_key(host, template)
         fenced = self._fenced(host, template, "path:" + url_template(path, ""), path, now)
         if fenced is not None:
             return fenced
@@ -318,7 +321,10 @@ class TrapGuard:
         host.fetches += 1
         path, query = path_query(url)
         template = self._template_key(host, url_template(path, query))
-        stats = host.templates.setdefault(template, _Template(sample=url))
+        stats = host.templates.get(template)
+        if stats is None:
+            stats = host.templates[template] = _Template(sample=url)
+            self._templates += 1
         stats.fetched += 1
         stats.near_dups += near_dup
         host.dup_window.append(near_dup)
@@ -443,6 +449,7 @@ class TrapGuard:
         stats = host.templates.get(template)
         if stats is None:
             stats = host.templates[template] = _Template(sample=url)
+            self._templates += 1
         stats.urls += 1
         fired = False
         year_max = _year_of(now) + cfg.future_years_max
@@ -463,7 +470,10 @@ class TrapGuard:
         return self._check_template(key, host, template, stats, now) or fired
 
     def _template_key(self, host: _Host, template: str) -> str:
-        if template in host.templates or len(host.templates) < self.config.templates_max:
+        if template in host.templates:
+            return template
+        cfg = self.config
+        if len(host.templates) < cfg.templates_max and self._templates < cfg.templates_total_max:
             return template
         return _OVERFLOW
 
@@ -533,8 +543,10 @@ class TrapGuard:
         for key, host in self._hosts.items():
             if not host.kept():
                 del self._hosts[key]
+                self._templates -= len(host.templates)
                 return
-        del self._hosts[next(iter(self._hosts))]
+        key = next(iter(self._hosts))
+        self._templates -= len(self._hosts.pop(key).templates)
 
     # ---------------------------------------------------------------- persistence
 
@@ -571,7 +583,8 @@ class TrapGuard:
         for key, budget, owner, expires_at in data["allow"]:
             guard._allow.append(AllowEntry(str(key), int(budget), str(owner), float(expires_at)))
         for key, h in data["hosts"].items():
-            guard._hosts[key] = _host_from_json(key, h, guard.config)
+            guard._hosts[key] = host = _host_from_json(key, h, guard.config)
+            guard._templates += len(host.templates)
         guard._touched.update(guard._hosts)
         return guard
 
