@@ -273,10 +273,10 @@ class ExtractSection:
 @dataclass(frozen=True, slots=True)
 class FrontierSection:
     # Queued URLs kept in memory; the rest wait in the store (the `urls` table)
-    # and are read back per key as its in-memory queue runs low. About 250 bytes
-    # of memory per URL held: the default keeps the frontier's memory near 250 MB
-    # whatever the number of queued URLs.
-    memory_max: int = 1_000_000
+    # and are read back per key as its in-memory queue runs low. About 200 bytes
+    # of memory per URL held: the default keeps the frontier near 100 MB whatever
+    # the number queued (bench/scale.py: 10 million queued within 1 GB of RSS).
+    memory_max: int = 500_000
     key_memory_max: int = 200          # per politeness key (10 leases of 20)
 
     def __post_init__(self) -> None:

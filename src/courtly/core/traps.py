@@ -159,7 +159,7 @@ class TrapConfig:
     suspect_band: int = SUSPECT_BAND
     suspect_sample_share: float = 0.01
     templates_max: int = 4_096
-    templates_total_max: int = 500_000    # over all hosts (~250 B each)
+    templates_total_max: int = 250_000    # over all hosts (~250 B each: ~60 MB)
     session_keys_max: int = 100_000
     hosts_max: int = 1_000_000
 
