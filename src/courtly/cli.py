@@ -292,7 +292,7 @@ def config_from_args(args: argparse.Namespace):
 def _cmd_crawl(args: argparse.Namespace) -> int:
     from courtly.runtime.progress import Progress
     from courtly.runtime.wiring import (UsageError, crawl_folder, crawl_with_progress, resolve_overrides,
-                                        run_async)
+                                        run_async, tune_gc)
 
     cfg = config_from_args(args)
     resolve_overrides(cfg)  # validate before anything starts
@@ -311,6 +311,7 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         for w in cfg.warnings():
             _say(w, "warning")
         progress = Progress(enabled=not args.quiet and not _JSON_LOGS)
+        tune_gc()
         stats = run_async(crawl_with_progress(cfg, out, seeds, progress, status=status))
         if not cfg.warc.keep_purged_originals:
             from courtly.runtime.report import rewrite_purged_originals

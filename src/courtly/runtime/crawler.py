@@ -53,6 +53,7 @@ from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.results import Results
 from courtly.runtime.takedown import PurgedNow, Takedowns
+from courtly.runtime.wakeup import Wakeup
 from courtly.ports import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
@@ -144,7 +145,7 @@ class Crawler:
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
         self._ip_waiters: dict[str, asyncio.Event] = {}
-        self._wake = _Wakeup()
+        self._wake = Wakeup()
         self._stopping = False
         self._fatal: BaseException | None = None
         self.token = cfg.robots.token
@@ -595,51 +596,6 @@ class Crawler:
             for sitemap in sitemaps:
                 self.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
         return True
-
-class _Wakeup:
-    """The main loop's wake-up call: `set()` ends the current or next `wait`.
-
-    Like `asyncio.Event` with `asyncio.wait_for`, for one waiter, without the
-    task and the cancellation that `wait_for` costs on every wait (the main
-    loop waits once per event-loop turn in which something changed)."""
-
-    __slots__ = ("_flag", "_waiter")
-
-    def __init__(self) -> None:
-        self._flag = False
-        self._waiter: asyncio.Future | None = None
-
-    def set(self) -> None:
-        self._flag = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def clear(self) -> None:
-        self._flag = False
-
-    def is_set(self) -> bool:
-        return self._flag
-
-    async def wait(self, timeout: float | None = None) -> None:
-        """Until `set()` is called or `timeout` seconds have passed."""
-        if self._flag:
-            return
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if timeout is None else loop.call_later(timeout, _wake_up, waiter)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
-
-
-def _wake_up(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
 
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]

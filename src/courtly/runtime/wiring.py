@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import gc
 import json
 import os
 import signal
@@ -200,6 +201,19 @@ def _start_servers(servers: list):
             port = await server.start()
             print(f"courtly: status page and /metrics on http://{server.host}:{port}/", file=sys.stderr)
     return started
+
+
+def tune_gc() -> None:
+    """Cyclic GC settings for a crawl process (the `courtly crawl` command,
+    not a library caller): objects made at start-up (modules, classes,
+    config) go to the permanent generation (`gc.freeze`), so full
+    collections stop re-scanning them, and the young generation is collected
+    every 10,000 allocations instead of 700. Measured on bench/crawl.py
+    (300 hosts, 6,000 pages): GC time in the crawler 0.63 -> 0.22 CPU-s.
+    Reference counting frees everything as before; only cycles wait longer."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 10)
 
 
 def run_async(coro):
