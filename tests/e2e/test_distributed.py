@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 postgres = pg_fixture(scope="module")
 
-SIM_ARGS = ["--profile", "demo", "--hosts", "12", "--pages-per-host", "30", "--seed", "12",
+SIM_ARGS = ["--profile", "demo", "--hosts", "12", "--pages-per-host", "20", "--seed", "12",
             "--robots-hang-s", "5"]
 WORKERS = ("w1", "w2", "w3")
 

@@ -36,6 +36,7 @@ __all__ = ["ClusterError", "run_worker", "submit", "status_data", "render_status
            "open_store"]
 
 CONNECT_TIMEOUT_S = 10.0
+COMMAND_TIMEOUT_S = 30.0   # a statement that takes longer counts as "unavailable" (retried)
 
 
 class ClusterError(Exception):
@@ -58,7 +59,8 @@ async def open_store(dsn: str, *, partitions: int | None = None, pool_max: int =
     _check_dsn(dsn)
     try:
         store = await asyncio.wait_for(
-            PostgresStore.open(dsn, partitions=partitions, pool_max=pool_max), CONNECT_TIMEOUT_S)
+            PostgresStore.open(dsn, partitions=partitions, pool_min=0, pool_max=pool_max,
+                               command_timeout_s=COMMAND_TIMEOUT_S), CONNECT_TIMEOUT_S)
     except asyncio.TimeoutError as e:
         raise ClusterError(f"cannot reach PostgreSQL at {_safe(dsn)}: no answer in {CONNECT_TIMEOUT_S:.0f} s") from e
     except StoreUnavailable as e:

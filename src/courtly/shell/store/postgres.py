@@ -82,6 +82,9 @@ RETRIES = 5                 # deadlock / serialization failure retries
 _UNAVAILABLE = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
                 asyncpg.exceptions.OperatorInterventionError, asyncpg.exceptions.ConnectionDoesNotExistError)
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+# a connection left in a broken protocol state (seen around a server restart):
+# dropped from the pool, and the call counts as "unavailable"
+_BROKEN = (asyncpg.exceptions.InternalClientError,)
 
 
 class StaleEpoch(StoreError, StaleEpochError):
@@ -172,6 +175,7 @@ class PostgresStore:
         self.partitions = partitions
         self.statements = 0
         self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
+        self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
         self._ip_tokens: dict[str, list[float]] = {}
 
     @classmethod
@@ -220,8 +224,16 @@ class PostgresStore:
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
         try:
-            async with self._pool.acquire() as conn:
-                yield conn
+            async with self._pool.acquire(timeout=self.acquire_timeout_s) as conn:
+                try:
+                    yield conn
+                except _BROKEN as e:
+                    conn.terminate()
+                    raise StoreUnavailable(f"PostgreSQL connection broken: {e}") from e
+                except asyncpg.exceptions.InterfaceError as e:
+                    if not conn.is_closed():
+                        raise
+                    raise StoreUnavailable(f"PostgreSQL connection closed: {e}") from e
         except _UNAVAILABLE as e:
             raise StoreUnavailable(f"PostgreSQL unavailable: {e}") from e
 
