@@ -161,6 +161,7 @@ class Worker(Crawler):
         self._part_of_host: dict[str, int] = {}
         self._bg: set[asyncio.Task] = set()
         self._hold_s = cfg.politeness.delay_s + cfg.store.commit_interval_s
+        self._hold_until = 0.0                    # keys first seen before this wait (take-over)
 
     # ---- partitions ---------------------------------------------------------------------
 
@@ -215,7 +216,7 @@ class Worker(Crawler):
         for key, snap in hosts.items():
             self.politeness.restore(key, snap)
             self.politeness.hold_key_until(key, until + float(snap.get("delay_s", 0.0)))
-        self._hold_until = max(getattr(self, "_hold_until", 0.0), until)
+        self._hold_until = max(self._hold_until, until)
         await self._adopt_pending()
 
     async def _adopt_pending(self) -> None:
@@ -238,7 +239,7 @@ class Worker(Crawler):
         keys = self._keys_of.setdefault(p, set())
         if item.key not in keys:
             keys.add(item.key)
-            if now < getattr(self, "_hold_until", 0.0) and not self.politeness.key(item.key).fetches:
+            if now < self._hold_until and not self.politeness.key(item.key).fetches:
                 self.politeness.hold_key_until(item.key, self._hold_until)
         return super()._queue(item, now)
 
@@ -420,6 +421,8 @@ class Worker(Crawler):
     async def run(self):
         owner = asyncio.create_task(self.own.run())
         claimer = asyncio.create_task(self._claim_loop())
+        for t in (owner, claimer):
+            t.add_done_callback(self._loop_ended)
         try:
             stats = await super().run()
         finally:
@@ -432,6 +435,12 @@ class Worker(Crawler):
                 await asyncio.wait(set(self._bg), timeout=5.0)
             await self.own.close()
         return stats
+
+    def _loop_ended(self, t: asyncio.Task) -> None:
+        """The lease or claim loop ended on its own: a bug; stop loudly."""
+        if not t.cancelled() and t.exception() is not None:
+            self._fatal = t.exception()
+            self.stop()
 
     async def _final_flush(self) -> None:
         deadline = self.clock.now() + FINAL_FLUSH_S
