@@ -97,6 +97,11 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                      install_signals: bool = True, on_start=None):
     worker_id = worker_id or new_worker_id()
     store = await open_store(dsn, pool_max=cfg.distributed.pool_max)
+    mode = await store.get_meta("politeness_key")
+    if mode and mode != cfg.crawl.politeness_key:
+        await store.close()
+        raise ClusterError(f"this crawl was submitted with politeness key '{mode}', the worker's config says "
+                           f"crawl.politeness_key = '{cfg.crawl.politeness_key}'")
     resolver, fetcher, extractor = build_network(cfg)
     warc = None
     loop = asyncio.get_running_loop()
@@ -136,6 +141,9 @@ async def submit(dsn: str, seeds: list[str], *, partitions: int, politeness_key_
     """Create the crawl (or check its partition count) and add `seeds`."""
     store = await open_store(dsn, partitions=partitions, need_crawl=False)
     try:
+        mode = await store.get_meta("politeness_key")
+        if mode and mode != politeness_key_mode:
+            raise ClusterError(f"this crawl uses politeness key '{mode}', not '{politeness_key_mode}'")
         now = time.time()
         rows, urls = [], []
         for raw in seeds:
@@ -148,7 +156,7 @@ async def submit(dsn: str, seeds: list[str], *, partitions: int, politeness_key_
             urls.append(url)
         known = json.loads(await store.get_meta("seeds") or "[]")
         added = await store.insert_urls(rows) if rows else []
-        meta = {"seeds": json.dumps(sorted(set(known) | set(urls)))}
+        meta = {"seeds": json.dumps(sorted(set(known) | set(urls))), "politeness_key": politeness_key_mode}
         if not await store.get_meta("crawl_id"):
             meta["crawl_id"] = os.urandom(6).hex()
         await store.apply(Batch(meta=meta))

@@ -286,8 +286,6 @@ class Worker(Crawler):
     async def _stop_if_done(self) -> None:
         if self._tasks or self._processing or len(self.frontier) or len(self.batch) or self._pending:
             return
-        if not self.own.fetching():
-            return
         any_url, any_queued = await self.pg.queue_state()
         if any_url and not any_queued:
             log.info("crawl complete: no URL is queued any more; stopping",
