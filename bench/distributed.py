@@ -89,20 +89,23 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     xact1 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
     pages = asyncio.run(_db(dsn, "SELECT count(*) FROM urls WHERE state = 'fetched'"))[0][0]
-    statements = 0
+    statements = lost = readopted = 0
     for i in range(n):
         text = (tmp / f"{n}w-{i}.log").read_text()
-        m = re.search(r"(\d+) statements", text)
+        m = re.search(r"(\d+) statements, .* (\d+) lost, .* (\d+) re-adopted", text)
         if procs[i].returncode != 0 or not m:
             raise SystemExit(f"worker {i} of {n} failed:\n{text[-3000:]}")
         statements += int(m.group(1))
+        lost += int(m.group(2))
+        readopted += int(m.group(3))
     time.sleep(1.2)     # the server flushes its request log every second
     from courtly.sim.check import check_log
 
     report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
                        ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
     return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "statements": statements,
-            "xacts": int(xact1 - xact0), "violations": len(report.violations),
+            "xacts": int(xact1 - xact0), "violations": len(report.violations), "lost": lost,
+            "readopted": readopted,
             "duplicates": sum(report.duplicate_fetches.values()), "report": report}
 
 
@@ -137,14 +140,16 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
     print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} "
-          f"{'statements/page':>16} {'xacts/page':>11} {'dup fetches':>11} {'violations':>10}")
+          f"{'statements/page':>16} {'xacts/page':>11} {'dup fetches':>11} {'violations':>10} "
+          f"{'lost':>5} {'re-adopted':>10}")
     for r in rows:
         p = max(r["pages"], 1)
         print(f"{r['workers']:>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
               f"{r['cpu_s'] / p * 1000:>15.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
-              f"{r['duplicates']:>11} {r['violations']:>10}")
+              f"{r['duplicates']:>11} {r['violations']:>10} {r['lost']:>5} {r['readopted']:>10}")
     print("(CPU: user+sys of the worker processes and their children; statements: PostgresStore round trips;"
-          " xacts: transactions committed by the server, all sessions)")
+          " xacts: transactions committed by the server, all sessions;"
+          " lost: partition leases lost; re-adopted: partitions the quiet-time safety net adopted again)")
     return 0
 
 

@@ -406,7 +406,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     _say(f"worker {worker_id}: {stats.fetched} pages in {elapsed:.1f} s ({stats.fetched / elapsed:.1f}/s), "
          f"{stats.robots_fetched} robots.txt, {stats.errors} errors; {w.batches} batches, "
          f"{worker.pg.statements} statements, {worker.own.acquired} partitions acquired, "
-         f"{worker.own.lost} lost, {w.stale_batches} stale batches")
+         f"{worker.own.lost} lost, {w.stale_batches} stale batches, {w.readopted} re-adopted")
     return 0
 
 

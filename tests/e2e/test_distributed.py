@@ -114,6 +114,9 @@ def test_three_workers_crawl_politely_and_completely(cluster):
         assert facts["agents"][agent_of(w)] > 10, facts["agents"]
     # nothing lost and every duplicate is in the store's fetch log too (counted correctly)
     _no_queued(cluster.dsn)
+    for w in WORKERS:   # no URL had to be rescued by the safety net, no lease was lost
+        last = [e["message"] for e in cluster.log_events(w) if "statements" in e.get("message", "")][-1]
+        assert " 0 lost, 0 stale batches, 0 re-adopted" in last, last
     assert _db_duplicates(cluster.dsn) == sum(len(v) for v in facts["dups"].values())
     # leases: every partition was given back at the end, epochs moved with hand-overs
     leases = _db(cluster.dsn, "SELECT owner, epoch FROM partitions")

@@ -61,6 +61,7 @@ log = logging.getLogger("courtly")
 
 FINAL_FLUSH_S = 60.0      # how long a stopping worker keeps trying to commit
 RELEASE_RETRIES = 3
+SWEEP_S = 5.0             # the quiet-time inbox check runs at most this often
 
 
 @dataclass(slots=True)
@@ -73,6 +74,7 @@ class WorkerStats:
     not_owner_hops: int = 0     # robots.txt redirects into a partition held elsewhere
     store_errors: int = 0
     ip_waits: int = 0
+    readopted: int = 0          # partitions adopted again by the safety net (see Worker._sweep)
     extra: dict = field(default_factory=dict)
 
 
@@ -154,7 +156,8 @@ class Worker(Crawler):
         self._commit_now = asyncio.Event()
         self._keys_of: dict[int, set[str]] = {}
         self._claimed: dict[int, set[str]] = {}
-        self._unadopted: dict[int, int] = {}
+        self._unadopted: dict[int, int] = {}      # taken, not yet restored and adopted
+        self._claim_now = asyncio.Event()
         self._busy: Counter[int] = Counter()
         self._lease_epoch: dict[int, int | None] = {}
         self._slots: dict[str, str] = {}          # key -> IP of the shared slot its request holds
@@ -162,6 +165,7 @@ class Worker(Crawler):
         self._bg: set[asyncio.Task] = set()
         self._hold_s = cfg.politeness.delay_s + cfg.store.commit_interval_s
         self._hold_until = 0.0                    # keys first seen before this wait (take-over)
+        self._next_sweep = 0.0
 
     # ---- partitions ---------------------------------------------------------------------
 
@@ -206,28 +210,33 @@ class Worker(Crawler):
                                                      keep=None, drop={partition}))
 
     async def gained(self, granted: dict[int, int], asked_at: float) -> None:
-        """Partitions just acquired: restore their keys' state, hold every key,
-        rebuild their inboxes."""
-        for p in granted:
-            self._unadopted[p] = granted[p]
+        """Partitions just acquired (called by the lease loop, so it only takes
+        note: the claim loop restores them and rebuilds their inboxes)."""
+        for p, epoch in granted.items():
+            self._unadopted[p] = epoch
             self._claimed.setdefault(p, set())
-        hosts = await self.pg.hosts(partitions=sorted(granted))
-        until = asked_at + self._hold_s
-        for key, snap in hosts.items():
-            self.politeness.restore(key, snap)
-            self.politeness.hold_key_until(key, until + float(snap.get("delay_s", 0.0)))
-        self._hold_until = max(self._hold_until, until)
-        await self._adopt_pending()
+        self._hold_until = max(self._hold_until, asked_at + self._hold_s)
+        self._claim_now.set()
 
     async def _adopt_pending(self) -> None:
-        for p, epoch in sorted(self._unadopted.items()):
-            if self.own.epoch(p) != epoch:
-                self._unadopted.pop(p, None)
-                continue
-            try:
-                await self.pg.adopt(p, epoch)
-            except StaleEpochError:
-                self.own.refused({p}, self.clock.now())
+        """Restore the keys' politeness state of newly taken partitions (each key
+        held one delay past the take-over) and rebuild their inboxes; only then
+        are they claimed from."""
+        todo = {p: e for p, e in self._unadopted.items() if self.own.epoch(p) == e}
+        for p in set(self._unadopted) - set(todo):
+            self._unadopted.pop(p, None)
+        if not todo:
+            return
+        hosts = await self.pg.hosts(partitions=sorted(todo))
+        for key, snap in hosts.items():
+            self.politeness.restore(key, snap)
+            self.politeness.hold_key_until(key, self._hold_until + float(snap.get("delay_s", 0.0)))
+        for p, epoch in sorted(todo.items()):
+            if self.own.epoch(p) == epoch:
+                try:
+                    await self.pg.adopt(p, epoch)
+                except StaleEpochError:
+                    self.own.refused({p}, self.clock.now())
             self._unadopted.pop(p, None)
 
     # ---- queueing -----------------------------------------------------------------------
@@ -253,15 +262,21 @@ class Worker(Crawler):
                 if self._unadopted:
                     await self._adopt_pending()
                 got = await self._claim()
+                if got == 0 and self._quiet():
+                    await self._sweep()
                 if self.exit_when_done and got == 0:
                     await self._stop_if_done()
             except StoreUnavailableError:
                 self.wstats.store_errors += 1
             if got < self.dist.claim_max:
-                await asyncio.sleep(self.dist.claim_s)
+                self._claim_now.clear()
+                try:
+                    await asyncio.wait_for(self._claim_now.wait(), self.dist.claim_s)
+                except asyncio.TimeoutError:
+                    pass
 
     async def _claim(self) -> int:
-        epochs = self.own.fetching()
+        epochs = {p: e for p, e in self.own.fetching().items() if p not in self._unadopted}
         room = self.dist.local_queue_max - len(self.frontier)
         if not epochs or room <= 0:
             return 0
@@ -283,8 +298,35 @@ class Worker(Crawler):
             self.wstats.claimed += 1
         return len(rows)
 
+    def _quiet(self) -> bool:
+        """Nothing queued, in flight or unwritten here."""
+        return not (self._tasks or self._processing or len(self.frontier) or len(self.batch) or self._pending
+                    or self._unadopted)
+
+    async def _sweep(self) -> None:
+        """Safety net, at most every SWEEP_S while quiet: a queued URL of a held
+        partition must be in its inbox then (everything claimed was fetched or
+        decided and committed), so a partition that has one but gave nothing to
+        claim is adopted again, with its claimed set forgotten."""
+        now = self.clock.now()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + SWEEP_S
+        held = {p: e for p, e in self.own.fetching().items() if p not in self._unadopted}
+        if not held:
+            return
+        stranded = await self.pg.queued_partitions(held)
+        if not self._quiet() or not stranded or await self._claim():
+            return
+        log.warning("re-adopting %d partition(s) whose queued URLs were in no inbox (e.g. %s)", len(stranded),
+                    next(iter(stranded.values())), extra={"event": "readopt", "partitions": sorted(stranded)})
+        self.wstats.readopted += len(stranded)
+        for p in stranded:
+            self._claimed[p] = set()
+            self._unadopted[p] = held[p]
+
     async def _stop_if_done(self) -> None:
-        if self._tasks or self._processing or len(self.frontier) or len(self.batch) or self._pending:
+        if not self._quiet():
             return
         any_url, any_queued = await self.pg.queue_state()
         if any_url and not any_queued:

@@ -568,6 +568,13 @@ class PostgresStore:
                               " EXISTS (SELECT 1 FROM urls WHERE state = 'queued')")
         return bool(row[0]), bool(row[1])
 
+    async def queued_partitions(self, partitions: Iterable[int]) -> dict[int, str]:
+        """Of `partitions`, those with a queued URL, each with one such URL
+        (index urls_queued)."""
+        rows = await self._one("fetch", "SELECT DISTINCT ON (partition) partition, url FROM urls"
+                               " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
+        return {r[0]: r[1] for r in rows}
+
     async def workers(self) -> list[tuple[str, float, float]]:
         """(worker id, seconds since it started, seconds since its last heartbeat)."""
         rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at FROM workers"
