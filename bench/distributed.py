@@ -122,6 +122,7 @@ def main() -> int:
     ap.add_argument("--fetch-tasks", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (worker logs, WARC)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="courtly-dbench-"))
@@ -137,7 +138,10 @@ def main() -> int:
                     if rows[-1]["violations"]:
                         print(rows[-1]["report"].render()[:3000])
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     print()
     print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} "
           f"{'statements/page':>16} {'xacts/page':>11} {'dup fetches':>11} {'violations':>10} "

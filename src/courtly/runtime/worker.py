@@ -318,8 +318,11 @@ class Worker(Crawler):
         stranded = await self.pg.queued_partitions(held)
         if not self._quiet() or not stranded or await self._claim():
             return
-        log.warning("re-adopting %d partition(s) whose queued URLs were in no inbox (e.g. %s)", len(stranded),
-                    next(iter(stranded.values())), extra={"event": "readopt", "partitions": sorted(stranded)})
+        p0, url0 = next(iter(stranded.items()))
+        log.warning("re-adopting %d partition(s) whose queued URLs were in no inbox (e.g. %s of partition %d,"
+                    " %s by this worker)", len(stranded), url0, p0,
+                    "claimed" if url0 in self._claimed.get(p0, ()) else "never claimed",
+                    extra={"event": "readopt", "partitions": sorted(stranded)})
         self.wstats.readopted += len(stranded)
         for p in stranded:
             self._claimed[p] = set()
@@ -441,8 +444,20 @@ class Worker(Crawler):
                     return False
                 self._pending.popleft()
                 self.wstats.batches += 1
+                self._settled(batch)
             self.admission.committed()
             return True
+
+    def _settled(self, b: Batch) -> None:
+        """URLs whose outcome (fetched, or a decision) is now in the store may be
+        claimed again: a decided URL can be queued again later (a nofollow
+        refusal revived by a followed link), and its new inbox row must not be
+        taken for a repeat."""
+        for rows, i in ((b.fetched, 2), (b.decisions, 0)):
+            for row in rows:
+                claimed = self._claimed.get(self.partition_of_url(row[i]))
+                if claimed:
+                    claimed.discard(row[i])
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
