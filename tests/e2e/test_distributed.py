@@ -104,6 +104,8 @@ def _no_queued(dsn: str) -> None:
 
 
 def test_three_workers_crawl_politely_and_completely(cluster):
+    local_out = Path(cluster.out)
+    cluster.out = f"file://{local_out}"      # WARC through fsspec (spool, then shipped)
     for w in WORKERS:
         cluster.start(w)
     codes = cluster.wait()
@@ -123,7 +125,8 @@ def test_three_workers_crawl_politely_and_completely(cluster):
     assert len(leases) == PARTITIONS and all(o is None for o, _ in leases)
     assert _db(cluster.dsn, "SELECT count(*) FROM workers")[0][0] == 0   # deregistered
     # WARC: names carry the worker id, one CDXJ per file, every fetched page archived
-    warcs = sorted((Path(cluster.out) / "warc").glob("*.warc.gz"))
+    warcs = sorted((local_out / "warc").glob("*.warc.gz"))
+    assert not [p for w in WORKERS for p in (cluster.tmp / f"spool-{w}").glob("*")]   # all shipped
     assert {w for w in WORKERS if any(f"-{w}-" in p.name for p in warcs)} == set(WORKERS)
     for p in warcs:
         assert Path(str(p) + ".cdxj").exists()
