@@ -102,7 +102,7 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
         await store.close()
         raise ClusterError(f"this crawl was submitted with politeness key '{mode}', the worker's config says "
                            f"crawl.politeness_key = '{cfg.crawl.politeness_key}'")
-    resolver, fetcher, extractor = build_network(cfg)
+    resolver, fetcher, extractor = build_network(cfg, send_gate=True)
     warc = None
     loop = asyncio.get_running_loop()
     try:

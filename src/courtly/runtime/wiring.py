@@ -94,15 +94,15 @@ def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
     return pins
 
 
-def build_network(cfg: Config) -> tuple[SafeResolver, AiohttpFetcher, ExtractPool]:
-    """The resolver (network policy, host pins), the fetcher and the extraction
-    pool of a crawl or a worker."""
+def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver, AiohttpFetcher, ExtractPool]:
+    """The resolver (network policy, host pins), the fetcher (with a last-moment
+    send gate for distributed workers) and the extraction pool."""
     resolver = SafeResolver(NetPolicy(cfg.network.allow), overrides=resolve_overrides(cfg))
     f = cfg.fetch
     fetcher = AiohttpFetcher(
         resolver, user_agent=cfg.crawl.agent(), connect_s=f.connect_s, total_s=f.total_s,
         body_bytes_max=f.body_bytes_max, decoded_bytes_max=f.decoded_bytes_max,
-        decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max,
+        decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max, send_gate=send_gate,
     )
     e = cfg.extract
     extractor = ExtractPool(e.workers, task_s_max=e.task_s_max, memory_bytes_max=e.memory_bytes_max,

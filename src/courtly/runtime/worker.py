@@ -75,6 +75,7 @@ class WorkerStats:
     store_errors: int = 0
     ip_waits: int = 0
     readopted: int = 0          # partitions adopted again by the safety net (see Worker._sweep)
+    not_sent: int = 0           # requests the last-moment gate stopped
     extra: dict = field(default_factory=dict)
 
 
@@ -135,6 +136,32 @@ class _Unsent:
     elapsed_s: float = 0.0
 
 
+class _GatedFetcher:
+    """The fetcher with the lease gate asked once more when the connection is
+    ready (after any wait for a connection slot): the partition and epoch come
+    from the `_may_send` that let this request go, in the same task with no
+    await in between."""
+
+    def __init__(self, inner, worker: "Worker") -> None:
+        self.inner = inner
+        self.w = worker
+
+    async def fetch(self, url: str, *, ip: str | None = None, headers=None):
+        w = self.w
+        sending, w._sending = w._sending, None
+        if sending is None:
+            return await self.inner.fetch(url, ip=ip, headers=headers)
+        p, epoch = sending
+
+        def gate() -> bool:
+            return not w._stopping and w.own.may_fetch(p, epoch, w.clock.now())
+
+        return await self.inner.fetch(url, ip=ip, headers=headers, gate=gate)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
 class Worker(Crawler):
     def __init__(self, cfg, *, clock, resolver, fetcher, warc, store, extractor, worker_id: str,
                  exit_when_done: bool = False) -> None:
@@ -148,6 +175,8 @@ class Worker(Crawler):
         self.dist = cfg.distributed
         self.nparts = store.partitions
         self.admission = _RoutedAdmission(self)
+        self.fetcher = _GatedFetcher(fetcher, self)
+        self._sending: tuple[int, int | None] | None = None
         self.results = _TrackedResults(self)
         self.own = Ownership(store, worker_id, self.nparts, self.dist, clock, self)
         self.wstats = WorkerStats()
@@ -353,14 +382,21 @@ class Worker(Crawler):
         if lease is None and self.own.epoch(self.partition(key)) is None:
             self.wstats.not_owner_hops += 1
             return _Unsent(url=url, started_at=self.clock.now())
-        return await super()._request(url, key, ip, lease, headers)
+        result = await super()._request(url, key, ip, lease, headers)
+        if result is not None and result.error == "not_sent":
+            self.wstats.not_sent += 1
+            return None       # the lease ended while it waited for a connection: nothing left
+        return result
 
     def _may_send(self, key: str, lease, now: float) -> bool:
         if self._stopping or not super()._may_send(key, lease, now):
             return False
         p = self.partition(key)
         epoch = self._lease_epoch.get(lease.lease_id) if lease is not None else self.own.epoch(p)
-        return self.own.may_fetch(p, epoch, now)
+        if not self.own.may_fetch(p, epoch, now):
+            return False
+        self._sending = (p, epoch)     # the fetcher asks the gate again (see _GatedFetcher)
+        return True
 
     async def _shared_ip_slot(self, ip: str, key: str) -> bool:
         if self._slots.get(key) == ip:
