@@ -8,6 +8,9 @@
                                   a takedown (works while the crawl runs)
     courtly export warc|cdxj|text --out DIR --to PATH
                                   WARC files, CDXJ index or main text, without purged content
+    courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
+    courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
+    courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
     courtly simweb ...            serve the simulated web (see --help)
     courtly sim ...               the recrawl scheduler against a model web, in virtual time
 
@@ -49,20 +52,7 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     c.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
     c.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    c.add_argument("--config", help="TOML config file (unknown keys are errors)")
-    c.add_argument("--max-pages", type=int, help="stop after this many pages (0 = no limit)")
-    c.add_argument("--duration-s", type=float, help="stop after this many seconds (0 = no limit)")
-    c.add_argument("--intent", choices=["archive", "search", "monitor"],
-                   help="archive: discovery only; search: recrawl by change rate; monitor: a watch list")
-    c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host")
-    c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
-                   help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
-    c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
-    c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent")
-    c.add_argument("--resolve", action="append", default=[], metavar="HOST:IP",
-                   help="pin a host name to an address, like curl --resolve; repeatable")
-    c.add_argument("--hosts-file", help="JSON {host: ip} map (courtly simweb writes one)")
-    c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"])
+    _crawl_options(c)
     c.add_argument("--status", metavar="HOST:PORT",
                    help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089")
     c.add_argument("--quiet", action="store_true", help="no progress display")
@@ -115,11 +105,55 @@ def _build_parser() -> argparse.ArgumentParser:
     x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise")
     x.add_argument("--json", action="store_true")
 
+    _distributed_commands(sub, logs)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
     sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
                    add_help=False)
     return p
+
+
+def _crawl_options(c: argparse.ArgumentParser) -> None:
+    """Options `crawl` and `worker` share (they feed `config_from_args`)."""
+    c.add_argument("--config", help="TOML config file (unknown keys are errors)")
+    c.add_argument("--max-pages", type=int, help="stop after this many pages (0 = no limit)")
+    c.add_argument("--duration-s", type=float, help="stop after this many seconds (0 = no limit)")
+    c.add_argument("--intent", choices=["archive", "search", "monitor"],
+                   help="archive: discovery only; search: recrawl by change rate; monitor: a watch list")
+    c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host")
+    c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
+                   help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
+    c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
+    c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent")
+    c.add_argument("--resolve", action="append", default=[], metavar="HOST:IP",
+                   help="pin a host name to an address, like curl --resolve; repeatable")
+    c.add_argument("--hosts-file", help="JSON {host: ip} map (courtly simweb writes one)")
+    c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"])
+
+
+def _distributed_commands(sub, logs) -> None:
+    w = sub.add_parser("worker", parents=[logs],
+                       help="run a distributed worker against PostgreSQL (docs/distributed.md)")
+    w.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
+    w.add_argument("--out", default="crawl-out",
+                   help="WARC output: a folder or an fsspec URL such as s3://bucket/crawl (default: crawl-out)")
+    _crawl_options(w)
+    w.add_argument("--worker-id", help="this worker's id (default: host-pid-random; used in WARC file names)")
+    w.add_argument("--spool", help="local spool folder for WARC files bound for an fsspec URL")
+    w.add_argument("--quiet", action="store_true", help="only the start and end lines")
+    w.add_argument("--exit-when-done", action="store_true",
+                   help="stop once no URL is queued any more (default: run until SIGTERM)")
+    s = sub.add_parser("submit", help="create a distributed crawl in PostgreSQL and add seed URLs")
+    s.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
+    s.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
+    s.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
+    s.add_argument("--partitions", type=int, default=1024,
+                   help="partitions of a new crawl (fixed once created; default 1024)")
+    s.add_argument("--politeness-key", choices=["domain", "host"], default="domain",
+                   help="must match the workers' crawl.politeness_key (default: domain)")
+    st = sub.add_parser("status", help="workers, partitions per owner, leases and queues of a distributed crawl")
+    st.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
+    st.add_argument("--json", action="store_true")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_purge(args)
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "worker":
+            return _cmd_worker(args)
+        if args.command == "submit":
+            return _cmd_submit(args)
+        if args.command == "status":
+            return _cmd_status(args)
         if args.command == "report":
             from courtly.runtime.report import daily_report
 
@@ -235,9 +275,10 @@ def _say(message: str, level: str = "info") -> None:
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from courtly.config import ConfigError
     from courtly.runtime.wiring import CrawlFolderError, UsageError
+    from courtly.runtime.cluster import ClusterError
     from courtly.shell.store.sqlite import StoreError
 
-    return (UsageError, ConfigError, CrawlFolderError, StoreError)
+    return (UsageError, ConfigError, CrawlFolderError, StoreError, ClusterError)
 
 
 def read_seeds(urls: list[str], seeds_file: str | None):
@@ -325,6 +366,54 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         f"({stats.fetched / elapsed:.1f}/s), {stats.robots_fetched} robots.txt, "
         f"{stats.errors} errors, {stats.decisions} URLs not fetched (reasons: courtly stats --out {out})"
     )
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from courtly.runtime.cluster import new_worker_id, run_worker
+    from courtly.runtime.wiring import UsageError, resolve_overrides, run_async
+
+    cfg = config_from_args(args)
+    resolve_overrides(cfg)
+    if cfg.crawl.intent != "archive":
+        raise UsageError("courtly worker crawls with intent 'archive' (recrawl scheduling is single-machine)")
+    worker_id = args.worker_id or new_worker_id()
+    if not all(c.isalnum() or c in "._-" for c in worker_id):
+        raise UsageError(f"--worker-id may hold letters, digits, '.', '_' and '-' only: {worker_id!r}")
+    for w in cfg.warnings():
+        _say(w, "warning")
+    _say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}, WARC to {args.out})")
+    worker, stats = run_async(run_worker(cfg, args.db, args.out, worker_id=worker_id,
+                                         exit_when_done=args.exit_when_done, spool=args.spool))
+    elapsed = max(1e-9, time.time() - stats.started_at)
+    w = worker.wstats
+    _say(f"worker {worker_id}: {stats.fetched} pages in {elapsed:.1f} s ({stats.fetched / elapsed:.1f}/s), "
+         f"{stats.robots_fetched} robots.txt, {stats.errors} errors; {w.batches} batches, "
+         f"{worker.pg.statements} statements, {worker.own.acquired} partitions acquired, "
+         f"{worker.own.lost} lost, {w.stale_batches} stale batches, {w.readopted} re-adopted")
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from courtly.runtime.cluster import submit
+    from courtly.runtime.wiring import UsageError, run_async
+
+    seeds = read_seeds(args.urls, args.seeds_file)
+    if not seeds:
+        raise UsageError("no seeds: give URLs or --seeds-file")
+    if args.partitions < 1:
+        raise UsageError("--partitions must be at least 1")
+    done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key))
+    _say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from courtly.runtime.cluster import render_status, status_data
+    from courtly.runtime.wiring import run_async
+
+    data = run_async(status_data(args.db))
+    print(json.dumps(data, indent=2) if args.json else render_status(data))
     return 0
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
-__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store", "Batch"]
+__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store", "Batch", "StaleEpochError",
+           "StoreUnavailableError"]
 
 
 @runtime_checkable
@@ -87,3 +88,14 @@ class Store(Protocol):
     def iter_queued(self) -> Iterable[tuple]: ...
 
     def close(self) -> None: ...
+
+
+class StoreUnavailableError(Exception):
+    """The shared store cannot be reached now: pause, keep the batch, retry."""
+
+
+class StaleEpochError(Exception):
+    """A write for partitions whose lease the writer no longer holds was refused
+    whole; `partitions` names them."""
+
+    partitions: frozenset[int] = frozenset()

@@ -592,3 +592,21 @@ class FrontierMachine(RuleBasedStateMachine):
 
 TestFrontierMachine = FrontierMachine.TestCase
 TestFrontierMachine.settings = STATEFUL
+
+
+def test_drop_key_forgets_queued_urls_and_the_lease_of_a_moved_partition():
+    f = Frontier(random.Random(1), batch_max=2)
+    for i in range(3):
+        f.add(UrlItem(url=f"http://a.test/{i}", key="a.test"), 0.0)
+    f.add(UrlItem(url="http://b.test/", key="b.test"), 0.0)
+    lease = f.lease(0.0)
+    other = "b.test" if lease.key == "a.test" else "a.test"
+    dropped = f.drop_key(lease.key)
+    assert dropped == (3 if lease.key == "a.test" else 1)
+    assert not f.is_leased(lease.key) and f.queued_for(lease.key) == 0
+    assert f.complete(lease.lease_id, 1.0, lease.items) is False   # a late completion changes nothing
+    assert f.queued_for(lease.key) == 0 and f.drop_key("never.test") == 0
+    nxt = f.lease(0.0)
+    assert nxt is not None and nxt.key == other and f.lease(0.0) is None
+    f.add(UrlItem(url="http://again.test/", key=lease.key), 5.0)   # the partition came back
+    assert f.lease(4.0) is None and f.lease(5.0).key == lease.key

@@ -548,3 +548,14 @@ def test_parse_retry_after_huge_delta_is_far_future_not_an_error():
 def test_config_refuses_impossible_values(kwargs):
     with pytest.raises(ValueError):
         PolitenessConfig(**kwargs)
+
+
+def test_hold_key_until_delays_only_that_key_and_never_shortens():
+    p = Politeness(PolitenessConfig(delay_s=1.0))
+    p.hold_key_until("a.test", 50.0)
+    assert p.ready_at("a.test", 10.0) == 50.0 and p.ready_at("b.test", 10.0) == 0.0
+    p.hold_key_until("a.test", 20.0)
+    assert p.ready_at("a.test", 10.0) == 50.0
+    p.started("a.test", 50.0)
+    p.finished("a.test", 50.5, response_s=0.1, status=200)
+    assert p.ready_at("a.test", 50.5) == pytest.approx(51.5)

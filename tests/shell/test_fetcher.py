@@ -254,6 +254,37 @@ def test_keep_alive_reuses_one_connection():
     assert len(s.peers) == 5 and len(set(s.peers)) == 1
 
 
+def test_send_gate_is_asked_when_the_connection_is_ready_and_a_no_sends_nothing():
+    async def page(request):
+        return web.Response(body=PAGE)
+
+    asked = []
+
+    async def go():
+        async with AppServer({"/": page}) as s, fetcher(send_gate=True) as f:
+            first = await f.fetch(s.url("/"), gate=lambda: asked.append("new") or True)      # new connection
+            second = await f.fetch(s.url("/"), gate=lambda: asked.append("reused") or True)  # keep-alive
+            refused = await f.fetch(s.url("/"), gate=lambda: False)
+            ungated = await f.fetch(s.url("/"))
+            return s, first, second, refused, ungated
+
+    s, first, second, refused, ungated = run(go())
+    assert first.status == second.status == ungated.status == 200 and asked == ["new", "reused"]
+    assert refused.status == 0 and refused.error == "not_sent" and refused.body == b""
+    assert len(s.peers) == 3                          # the refused request never reached the server
+
+
+def test_without_send_gate_the_gate_argument_is_not_consulted():
+    async def page(request):
+        return web.Response(body=PAGE)
+
+    async def go():
+        async with AppServer({"/": page}) as s, fetcher() as f:
+            return await f.fetch(s.url("/"), gate=lambda: False)
+
+    assert run(go()).status == 200
+
+
 # -- limits and hostile peers ---------------------------------------------------------
 
 

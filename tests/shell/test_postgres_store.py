@@ -17,6 +17,7 @@ from courtly.core.urls import partition_of
 from courtly.shell.store.postgres import (
     COPY_ROWS_MIN,
     MIGRATIONS,
+    SCHEMA_VERSION,
     PostgresStore,
     StaleEpoch,
     StoreError,
@@ -67,13 +68,14 @@ def test_schema_migration_is_idempotent_and_serialised(postgres):
         for s in stores:
             await s.close()
         s = await _open(dsn)
-        assert await s.get_meta("schema_version") == "1" and s.partitions == P
+        assert await s.get_meta("schema_version") == str(SCHEMA_VERSION) and s.partitions == P
         await s.close()
-        extra = MIGRATIONS + ((2, "CREATE TABLE extra (x int)"),)
+        nxt = SCHEMA_VERSION + 1
+        extra = MIGRATIONS + ((nxt, "CREATE TABLE extra (x int)"),)
         conn = await asyncpg.connect(dsn)
         try:
-            assert await migrate(conn, extra) == 2
-            assert await migrate(conn, extra) == 2        # applied once: no "already exists"
+            assert await migrate(conn, extra) == nxt
+            assert await migrate(conn, extra) == nxt      # applied once: no "already exists"
             assert await conn.fetchval("SELECT count(*) FROM extra") == 0
         finally:
             await conn.close()
@@ -433,20 +435,26 @@ def test_ip_rate_and_concurrency_follow_the_window_rule(postgres):
         t = 1000.0
         for i in range(5):                                         # 5 starts in the window, split over workers
             assert await (a if i % 2 else b).ip_acquire(ip, t + i * 0.1, 10, 5.0) is None
-        wait = await a.ip_acquire(ip, t + 0.5, 10, 5.0)
-        assert wait == pytest.approx(0.51, abs=1e-6)               # oldest + 1 s + margin - now
-        assert await b.ip_acquire(ip, t + 1.011, 10, 5.0) is None
+        # the window hinges on the oldest request, still in flight: wait for it to end
+        assert await a.ip_acquire(ip, t + 2.0, 10, 5.0) == a.ip_busy_wait_s
+        for s in (a, a, b, b, b):
+            await s.ip_release(ip, t + 0.5)                        # all five end at t + 0.5
+        wait = await a.ip_acquire(ip, t + 0.6, 10, 5.0)
+        assert wait == pytest.approx(0.91, abs=1e-6)               # completion + 1 s + margin - now
+        assert await b.ip_acquire(ip, t + 1.511, 10, 5.0) is None
         # concurrency: 2 slots, held by a; b waits; a slot of a dead worker lapses after hold_s
         ip2 = "192.0.2.2"
         assert await a.ip_acquire(ip2, t, 2, 100.0, hold_s=5.0) is None
         assert await a.ip_acquire(ip2, t, 2, 100.0, hold_s=5.0) is None
         assert await b.ip_acquire(ip2, t + 0.1, 2, 100.0) == b.ip_busy_wait_s
-        await a.ip_release(ip2)
+        await a.ip_release(ip2, t + 0.15)
         assert await b.ip_acquire(ip2, t + 0.2, 2, 100.0) is None
         assert await b.ip_acquire(ip2, t + 0.3, 2, 100.0) == b.ip_busy_wait_s
         assert await b.ip_acquire(ip2, t + 5.1, 2, 100.0) is None   # a's other slot lapsed
         # now=None: the database's clock decides
         assert await a.ip_acquire("192.0.2.3", None, 1, 1.0) is None
+        assert await b.ip_acquire("192.0.2.3", None, 5, 1.0) == b.ip_busy_wait_s   # still in flight
+        await a.ip_release("192.0.2.3")
         assert 0.9 < await b.ip_acquire("192.0.2.3", None, 5, 1.0) <= 1.01
         await a.close()
         await b.close()

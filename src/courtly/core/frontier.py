@@ -250,6 +250,20 @@ class Frontier:
             expired.append(lease)
         return expired
 
+    def drop_key(self, key: str) -> int:
+        """Forget `key` entirely (its partition moved to another worker): its
+        queued URLs and its lease, if any, are dropped (a later `complete` of
+        that lease changes nothing). Returns how many URLs were dropped."""
+        q = self._queues.pop(key, None)
+        if q is None:
+            return 0
+        dropped = q.size
+        self._size -= q.size
+        if q.lease_id:
+            lease = self._leases.pop(q.lease_id, None)
+            dropped += len(lease.items) if lease is not None else 0
+        return dropped
+
     # ---- internals ----------------------------------------------------------
 
     def _release(self, lease: Lease, ready_at: float, returned: list[UrlItem]) -> None:

@@ -265,6 +265,12 @@ class Politeness:
             self._ips[ip] = st
         return st
 
+    def hold_key_until(self, key: str, at: float) -> None:
+        """`key` does not start before `at` (a partition taken over from another
+        worker: its last requests may not be in the shared store yet)."""
+        st = self.key(key)
+        st.next_fetch_at = max(st.next_fetch_at, at)
+
     def hold_all_until(self, at: float) -> None:
         """No key or IP starts before `at`: after a crash, requests the dead process
         made in its last moments are unknown, so every key waits out one delay."""

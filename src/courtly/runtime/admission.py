@@ -117,7 +117,12 @@ class Admission:
             band = max(band, verdict.band)   # a trap suspect's URLs go to the lowest band
         item = UrlItem(url=url, key=key, band=band, depth=depth, via=via_s, redirects=redirects)
         c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
-        return c._queue(item, now, stored=True)
+        return self.enqueue(item, now)
+
+    def enqueue(self, item: UrlItem, now: float) -> bool:
+        """Queue a newly admitted URL (a distributed worker routes it instead);
+        it is in the batch as a queued record, so it may wait in the store."""
+        return self.c._queue(item, now, stored=True)
 
     def normalized(self, urls) -> list[str]:
         """The crawlable normalised forms of `urls` (the others dropped)."""

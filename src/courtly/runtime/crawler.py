@@ -305,7 +305,7 @@ class Crawler:
                 t.add_done_callback(self._task_done)
             if not self._tasks and not self._processing:
                 left = self.budget_left()
-                idle = len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
+                idle = self._idle()
                 if self._stopping or idle or (left is not None and left <= 0):
                     return
             wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), ends_at)
@@ -486,11 +486,15 @@ class Crawler:
                 if ip_ready > now:
                     await self.clock.sleep_until(ip_ready)
                     continue
+                if not await self._shared_ip_slot(ip, key):
+                    continue    # waited for a limit shared with other workers: check again
                 break
-            if lease is not None and not self.frontier.renew(lease.lease_id, now):
+            if not self._may_send(key, lease, now):
+                self._shared_ip_done(ip, key, now)
                 return None
             purge = self.takedowns.match(url)   # the last check before the request leaves
             if purge is not None:
+                self._shared_ip_done(ip, key, now)
                 raise PurgedNow(purge)
             self._in_flight[url] = self._in_flight.get(url, 0) + 1
             self.politeness.started(key, now)
@@ -508,6 +512,7 @@ class Crawler:
                 done = self.clock.now()
                 # the window is measured from completion: it bounds when it arrived
                 self.politeness.ip_finished(ip, ip_token, done)
+                self._shared_ip_done(ip, key, done)
                 ev = self._ip_waiters.get(ip)
                 if ev is not None:
                     ev.set()
@@ -523,6 +528,24 @@ class Crawler:
                 # (what remains is the few microseconds of this synchronous step).
                 self.commit()
             return result
+
+    # ---- hooks (runtime/worker.py: the distributed worker) -----------------------
+
+    def _idle(self) -> bool:
+        """Nothing left to do: the run ends (a worker waits for more instead)."""
+        return len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
+
+    def _may_send(self, key: str, lease: Lease | None, now: float) -> bool:
+        """The last check before a request leaves: the host batch is still ours."""
+        return lease is None or self.frontier.renew(lease.lease_id, now)
+
+    async def _shared_ip_slot(self, ip: str, key: str) -> bool:
+        """A request slot on `ip` under limits shared with other workers: True
+        when held, False after a wait (the caller checks everything again)."""
+        return True
+
+    def _shared_ip_done(self, ip: str, key: str, now: float) -> None:
+        """The request that held the shared slot on `ip` is over at `now`."""
 
     async def _probe_soft404(self, origin: str, rules, key: str, ip: str, lease: Lease) -> bool:
         """Ask the host once for a path that cannot exist; remember its error answer."""

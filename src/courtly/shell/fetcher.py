@@ -23,8 +23,14 @@ How it works:
   it was opened to (checked then, so reuse is safe); `result.ip` is the peer
   actually used.
 
+- Send gate (opt-in, `send_gate=True`): `fetch(..., gate=callable)` asks
+  `gate()` once a connection is ready (reused, or about to be opened) and
+  sends nothing when it says no: error ``not_sent``. A distributed worker
+  uses it to check its partition lease at the last moment, after any wait
+  for a connection slot.
+
 Error kinds: dns, non_public, invalid_url, invalid_request, timeout, connect,
-tls, reset, too_large_headers, protocol, decode, decode_bomb. With an error
+tls, reset, too_large_headers, protocol, decode, decode_bomb, not_sent. With an error
 other than decode/decode_bomb, status is 0 and there is no body.
 """
 
@@ -57,6 +63,18 @@ HEADERS_COUNT_MAX = 128
 _EMPTY_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
 # (normalised host, ip) the current task's request must connect to
 _PIN: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("courtly_pin", default=None)
+# the current task's send gate (see `fetch(gate=...)`)
+_GATE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("courtly_gate", default=None)
+
+
+class _NotSent(aiohttp.ClientError):
+    """The send gate said no once a connection was ready: nothing was sent."""
+
+
+async def _check_gate(session, ctx, params) -> None:
+    gate = _GATE.get()
+    if gate is not None and not gate():
+        raise _NotSent("send gate closed before the request was sent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +134,7 @@ class AiohttpFetcher:
         accept: str = ACCEPT_DEFAULT,
         ssl_context: ssl.SSLContext | None = None,
         wall_clock: Callable[[], float] = time.time,
+        send_gate: bool = False,
     ) -> None:
         for name, value in (("connect_s", connect_s), ("total_s", total_s), ("body_bytes_max", body_bytes_max),
                             ("decoded_bytes_max", decoded_bytes_max), ("decode_ratio_max", decode_ratio_max),
@@ -135,6 +154,7 @@ class AiohttpFetcher:
         self._per_host_max = connections_per_host_max
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._wall_clock = wall_clock
+        self._send_gate = send_gate
         self._base_headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
@@ -158,8 +178,16 @@ class AiohttpFetcher:
             max_line_size=self._header_bytes_max,
             max_field_size=self._header_bytes_max,
             max_headers=HEADERS_COUNT_MAX,
+            trace_configs=[self._gate_trace()] if self._send_gate else None,
         )
         return self._session
+
+    @staticmethod
+    def _gate_trace() -> aiohttp.TraceConfig:
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_check_gate)       # right before the request is written
+        trace.on_connection_create_start.append(_check_gate)    # before a new connection is opened
+        return trace
 
     async def close(self) -> None:
         self._closed = True
@@ -175,17 +203,23 @@ class AiohttpFetcher:
 
     # -- fetch --------------------------------------------------------------
 
-    async def fetch(self, url: str, *, ip: str | None = None, headers: dict[str, str] | None = None) -> FetchResult:
-        """GET `url` (connecting to `ip` when given). Never raises for network trouble."""
+    async def fetch(self, url: str, *, ip: str | None = None, headers: dict[str, str] | None = None,
+                    gate: Callable[[], bool] | None = None) -> FetchResult:
+        """GET `url` (connecting to `ip` when given). Never raises for network trouble.
+        With `gate` (and `send_gate=True`) nothing is sent unless `gate()` holds
+        once the connection is ready."""
         if self._closed:
             raise RuntimeError("AiohttpFetcher.fetch after close()")
         loop = asyncio.get_running_loop()
         started_at = self._wall_clock()
         t0 = loop.time()
         f = _Fetch(url, ip or "")
+        gate_token = _GATE.set(gate) if gate is not None else None
         try:
             async with asyncio.timeout(self._total_s):
                 await self._run(f, url, ip, headers)
+        except _NotSent as exc:
+            f.fail("not_sent", str(exc))
         except TimeoutError as exc:
             if f.resp is not None and f.status:
                 f.truncated = "time"
@@ -199,6 +233,8 @@ class AiohttpFetcher:
             kind, detail = _classify(exc)
             f.fail(kind, detail)
         finally:
+            if gate_token is not None:
+                _GATE.reset(gate_token)
             if f.resp is not None and not f.complete:
                 f.resp.close()  # unread body: the connection cannot be reused
 

@@ -14,6 +14,7 @@ Fields of a record:
     tag         behaviour tag (slow, throttle_429, trap_calendar, ssrf_bait, ...) or null
     retry_after_at  for 429/503 with Retry-After: the instant it names, else null
     aborted     true when the client closed before the response was complete
+    agent       the User-Agent header ("" when absent): which crawler process asked
 
 Writes are buffered in memory and flushed at least every `flush_every_s`
 (the server runs `run_flusher`) and on `close()`. Append-only, never rewritten.
@@ -45,6 +46,7 @@ class LogRecord:
     tag: str | None = None
     retry_after_at: float | None = None
     aborted: bool = False
+    agent: str = ""
 
     def to_json(self) -> str:
         return json.dumps({
@@ -52,6 +54,7 @@ class LogRecord:
             "conn": self.conn, "ip": self.ip, "method": self.method, "path": self.path,
             "status": self.status, "bytes": self.bytes, "conditional": self.conditional,
             "tag": self.tag, "retry_after_at": self.retry_after_at, "aborted": self.aborted,
+            "agent": self.agent,
         }, separators=(",", ":"))
 
     @classmethod
@@ -65,6 +68,7 @@ class LogRecord:
             tag=d.get("tag"),  # type: ignore[arg-type]
             retry_after_at=(None if d.get("retry_after_at") is None else float(d["retry_after_at"])),  # type: ignore[arg-type]
             aborted=bool(d.get("aborted", False)),
+            agent=str(d.get("agent", "")),
         )
 
 

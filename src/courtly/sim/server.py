@@ -177,6 +177,7 @@ class SimWebServer:
                 path=req.target, status=played.status, bytes=played.nbytes,
                 conditional=("If-None-Match" in headers or "If-Modified-Since" in headers),
                 tag=reply.tag, retry_after_at=reply.retry_after_at, aborted=played.aborted,
+                agent=headers.get("User-Agent", ""),
             ))
         return resp
 

@@ -66,98 +66,28 @@ import asyncpg
 from courtly.core.lease import LeaseRecord
 from courtly.core.urls import partition_of
 from courtly.ports import Batch
+from courtly.ports import StaleEpochError, StoreUnavailableError
+from courtly.shell.store.pg_schema import LOCK_ID as _LOCK_ID, MIGRATIONS, NOW_SQL as _NOW, SCHEMA_VERSION, SchemaError
+from courtly.shell.store.pg_schema import migrate as _migrate
 from courtly.shell.store.sqlite import StoreError
 
 __all__ = ["PostgresStore", "StaleEpoch", "StoreUnavailable", "StoreError", "MIGRATIONS",
            "SCHEMA_VERSION", "migrate"]
 
-_NOW = "extract(epoch from clock_timestamp())::float8"
-_LOCK_ID = 0x636F75727431   # advisory lock serialising migrations ("court1")
 COPY_ROWS_MIN = 500         # append-only sets this large go through COPY
 PAGE_ROWS = 10_000          # keyset page of the iterators
 RETRIES = 5                 # deadlock / serialization failure retries
 
-_V1 = f"""
-CREATE TABLE partitions (
-    id integer PRIMARY KEY, owner text, epoch bigint NOT NULL DEFAULT 0,
-    lease_until double precision NOT NULL DEFAULT 0);
-CREATE TABLE workers (
-    id text PRIMARY KEY, started_at double precision NOT NULL, heartbeat_at double precision NOT NULL);
-CREATE TABLE urls (
-    url text PRIMARY KEY, partition integer NOT NULL, key text NOT NULL,
-    state text NOT NULL,                        -- queued | fetched | skipped | failed
-    band integer NOT NULL DEFAULT 4, depth integer NOT NULL DEFAULT 0,
-    redirects integer NOT NULL DEFAULT 0, via text NOT NULL DEFAULT '',
-    discovered_at double precision NOT NULL, attempts integer NOT NULL DEFAULT 0,
-    fetched_at double precision, status integer, reason text, detail text);
-CREATE INDEX urls_queued ON urls (partition) WHERE state = 'queued';
-CREATE INDEX urls_key_reason ON urls (key, reason) WHERE reason IS NOT NULL;
-CREATE TABLE inbox (id bigserial PRIMARY KEY, partition integer NOT NULL, url text NOT NULL);
-CREATE INDEX inbox_partition ON inbox (partition);
-CREATE TABLE fetches (
-    id bigserial PRIMARY KEY, url text NOT NULL, kind text NOT NULL, at double precision NOT NULL,
-    status integer NOT NULL, bytes bigint NOT NULL, elapsed_s double precision NOT NULL,
-    ip text NOT NULL, warc text NOT NULL, error text NOT NULL);
-CREATE INDEX fetches_url ON fetches (url);
-CREATE TABLE hosts (key text PRIMARY KEY, partition integer NOT NULL, state jsonb NOT NULL);
-CREATE INDEX hosts_partition ON hosts (partition);
-CREATE TABLE robots (origin text PRIMARY KEY, state jsonb NOT NULL);
-CREATE TABLE dead_letters (url text NOT NULL, at double precision NOT NULL, reason text NOT NULL);
-CREATE TABLE flags (url text NOT NULL, at double precision NOT NULL, flag text NOT NULL, detail text NOT NULL);
-CREATE INDEX flags_url ON flags (url);
-CREATE TABLE digests (digest text PRIMARY KEY, url text NOT NULL, at double precision NOT NULL,
-                      record_id text NOT NULL);
-CREATE TABLE histories (url text PRIMARY KEY, host text NOT NULL, tier integer NOT NULL,
-                        depth integer NOT NULL, history text NOT NULL);
-CREATE TABLE simhashes (id bigserial PRIMARY KEY, doc_id text NOT NULL, fp bigint NOT NULL,
-                        scope text NOT NULL);
-CREATE TABLE applied_batches (id text PRIMARY KEY, at double precision NOT NULL);
-CREATE UNLOGGED TABLE ip_limits (                     -- ephemeral: no WAL, no fsync wait
-    ip text PRIMARY KEY,
-    flights double precision[] NOT NULL DEFAULT '{{}}',  -- expiry of each slot in flight
-    starts double precision[] NOT NULL DEFAULT '{{}}',   -- latest start instants, sorted
-    updated_at double precision NOT NULL);
-CREATE FUNCTION courtly_ip_acquire(p_ip text, p_now double precision, p_conc integer,
-        p_window integer, p_span double precision, p_hold_s double precision,
-        OUT granted boolean, OUT wait_s double precision, OUT token double precision)
-LANGUAGE plpgsql AS $$
-DECLARE
-    r record; live double precision[]; n integer; oldest double precision;
-BEGIN
-    p_now := coalesce(p_now, {_NOW});
-    INSERT INTO ip_limits (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
-    SELECT flights, starts INTO r FROM ip_limits WHERE ip = p_ip FOR UPDATE;
-    live := ARRAY(SELECT f FROM unnest(r.flights) AS f WHERE f > p_now);
-    granted := false;
-    IF cardinality(live) >= p_conc THEN           -- full: wait for a release
-        RETURN;
-    END IF;
-    n := cardinality(r.starts);
-    IF n >= p_window THEN
-        oldest := r.starts[n - p_window + 1];
-        IF oldest + p_span > p_now THEN
-            wait_s := oldest + p_span - p_now;
-            RETURN;
-        END IF;
-    END IF;
-    token := p_now + p_hold_s;
-    UPDATE ip_limits SET flights = live || token,
-           starts = (ARRAY(SELECT x FROM unnest(r.starts || p_now) AS x ORDER BY x))[greatest(1, n + 2 - p_window):],
-           updated_at = p_now
-     WHERE ip = p_ip;
-    granted := true;
-END $$;
-"""
-
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 _UNAVAILABLE = (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
                 asyncpg.exceptions.OperatorInterventionError, asyncpg.exceptions.ConnectionDoesNotExistError)
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+# a connection left in a broken protocol state (seen around a server restart):
+# dropped from the pool, and the call counts as "unavailable"
+_BROKEN = (asyncpg.exceptions.InternalClientError,)
 
 
-class StaleEpoch(StoreError):
+class StaleEpoch(StoreError, StaleEpochError):
     """A write for partitions the caller no longer holds (or never held)."""
 
     def __init__(self, partitions: Iterable[int]) -> None:
@@ -165,27 +95,17 @@ class StaleEpoch(StoreError):
         super().__init__(f"stale epoch for partitions {sorted(self.partitions)}: writes refused")
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, StoreUnavailableError):
     """The database cannot be reached now; pause and retry."""
 
 
 async def migrate(conn, migrations: Sequence[tuple[int, str]] = MIGRATIONS) -> int:
-    """Bring the schema to the last migration (idempotent, serialised across
-    workers by an advisory lock). Returns the schema version."""
-    latest = migrations[-1][0]
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
-        await conn.execute("CREATE TABLE IF NOT EXISTS meta (k text PRIMARY KEY, v text NOT NULL)")
-        current = int(await conn.fetchval("SELECT v FROM meta WHERE k = 'schema_version'") or 0)
-        if current > latest:
-            raise StoreError(f"the database was written by a newer courtly (schema {current} > {latest})")
-        for version, sql in migrations:
-            if version > current:
-                await conn.execute(sql)
-                await conn.execute("INSERT INTO meta VALUES ('schema_version', $1) ON CONFLICT (k)"
-                                   " DO UPDATE SET v = excluded.v", str(version))
-                current = version
-    return current
+    """Bring the schema to the last migration (see pg_schema); StoreError when
+    the database was written by a newer courtly."""
+    try:
+        return await _migrate(conn, migrations)
+    except SchemaError as e:
+        raise StoreError(str(e)) from e
 
 
 def _rounds(rows: Sequence[tuple], key: int) -> list[list[tuple]]:
@@ -255,6 +175,7 @@ class PostgresStore:
         self.partitions = partitions
         self.statements = 0
         self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
+        self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
         self._ip_tokens: dict[str, list[float]] = {}
 
     @classmethod
@@ -303,8 +224,16 @@ class PostgresStore:
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
         try:
-            async with self._pool.acquire() as conn:
-                yield conn
+            async with self._pool.acquire(timeout=self.acquire_timeout_s) as conn:
+                try:
+                    yield conn
+                except _BROKEN as e:
+                    conn.terminate()
+                    raise StoreUnavailable(f"PostgreSQL connection broken: {e}") from e
+                except asyncpg.exceptions.InterfaceError as e:
+                    if not conn.is_closed():
+                        raise
+                    raise StoreUnavailable(f"PostgreSQL connection closed: {e}") from e
         except _UNAVAILABLE as e:
             raise StoreUnavailable(f"PostgreSQL unavailable: {e}") from e
 
@@ -620,18 +549,42 @@ class PostgresStore:
             return None
         return row["wait_s"] if row["wait_s"] is not None else self.ip_busy_wait_s
 
-    async def ip_release(self, ip: str) -> None:
-        """Give back one slot this store granted on `ip` (one statement)."""
+    async def ip_release(self, ip: str, now: float | None = None) -> None:
+        """Give back one slot this store granted on `ip` (one statement); the
+        window counts the request from `now`, its completion (None: the
+        database's clock)."""
         tokens = self._ip_tokens.get(ip)
         if not tokens:
             return
         token = tokens.pop()
         if not tokens:
             del self._ip_tokens[ip]
-        await self._one("execute",
-                        "UPDATE ip_limits SET flights = flights[:array_position(flights, $2) - 1]"
-                        " || flights[array_position(flights, $2) + 1:] WHERE ip = $1 AND $2 = ANY(flights)",
-                        ip, token)
+        await self._one("execute", "SELECT courtly_ip_release($1, $2, $3)", ip, token, now)
+
+    async def queue_state(self) -> tuple[bool, bool]:
+        """(any URL at all, any URL still queued). A URL stays queued until the
+        batch that fetched or decided it commits, so (True, False) means done."""
+        row = await self._one("fetchrow", "SELECT EXISTS (SELECT 1 FROM urls),"
+                              " EXISTS (SELECT 1 FROM urls WHERE state = 'queued')")
+        return bool(row[0]), bool(row[1])
+
+    async def queued_partitions(self, partitions: Iterable[int]) -> dict[int, str]:
+        """Of `partitions`, those with a queued URL, each with one such URL
+        (index urls_queued)."""
+        rows = await self._one("fetch", "SELECT DISTINCT ON (partition) partition, url FROM urls"
+                               " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
+        return {r[0]: r[1] for r in rows}
+
+    async def workers(self) -> list[tuple[str, float, float]]:
+        """(worker id, seconds since it started, seconds since its last heartbeat)."""
+        rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at FROM workers"
+                               " ORDER BY id")
+        return [tuple(r) for r in rows]
+
+    async def queued_by_partition(self) -> dict[int, int]:
+        rows = await self._one("fetch", "SELECT partition, count(*) FROM urls WHERE state = 'queued'"
+                               " GROUP BY partition")
+        return {r[0]: r[1] for r in rows}
 
     async def prune(self, older_than_s: float = 86_400.0) -> None:
         """Housekeeping (one worker, now and then): forget batch ids, dead workers

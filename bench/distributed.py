@@ -1,0 +1,161 @@
+"""Benchmark: distributed workers on PostgreSQL against one simulated web.
+
+    python bench/distributed.py                           # 1, 2 and 4 workers, 200 hosts x 15 pages
+    python bench/distributed.py --workers 1 2 --hosts 100 --pages-per-host 20
+
+For each worker count: a fresh database on a throwaway PostgreSQL (loopback,
+temporary folder, stopped at the end), `courtly submit` of the web's seeds,
+then N `python -m courtly worker --exit-when-done` processes started together,
+exactly as users run them. Printed per run: pages fetched, wall seconds from
+the first start to the last exit, pages/s, worker CPU seconds (user+sys of the
+worker processes and their extraction children) per 1,000 pages, database
+statements per page (the workers' PostgresStore counters: every round trip,
+BEGIN and COMMIT included) and the transactions the server committed per
+page (pg_stat_database), duplicate fetches and politeness violations from the
+server's request log.
+
+The web is the `bench` profile on loopback, so the per-IP limits are raised
+(`--ip-rate`, `--ip-concurrency`) without being impolite to anyone; the
+per-key rules stay. This is a benchmark, not a test: it measures and prints.
+On a small machine the simulated web, PostgreSQL and the workers share the
+cores: more workers than cores measure contention, not scale-out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from courtly.runtime.demo import simweb_process  # noqa: E402
+from pg_support import pg_server  # noqa: E402
+
+
+def _config(args, allowed, hosts_file: Path) -> str:
+    return (f"[crawl]\ncontact = \"bench@example.invalid\"\nfetch_tasks = {args.fetch_tasks}\n"
+            f"[politeness]\ndelay_s = {args.delay_s}\nip_rate = {args.ip_rate}\n"
+            f"ip_concurrency = {args.ip_concurrency}\n"
+            f"[fetch]\ntotal_s = 20.0\n[network]\nallow = {json.dumps(allowed)}\n"
+            f"hosts_file = \"{hosts_file}\"\n"
+            "[distributed]\nheartbeat_s = 1.0\nlive_s = 3.0\nrebalance_s = 1.0\nclaim_s = 0.2\n")
+
+
+async def _db(dsn: str, sql: str):
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql)
+    finally:
+        await conn.close()
+
+
+def run_one(pg, web, tmp: Path, n: int, args) -> dict:
+    dsn = pg.create_database(f"bench_{n}w_{int(time.time())}")
+    allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
+    cfg = tmp / "bench.toml"
+    cfg.write_text(_config(args, allowed, web.hosts_file))
+    sub = subprocess.run([sys.executable, "-m", "courtly", "submit", "--db", dsn, "--partitions",
+                          str(args.partitions), "--seeds-file", str(web.out / "seeds.txt")],
+                         capture_output=True, text=True)
+    if sub.returncode != 0:
+        raise SystemExit(sub.stderr)
+    xact0 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    procs = []
+    for i in range(n):
+        log = open(tmp / f"{n}w-{i}.log", "w")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "courtly", "worker", "--db", dsn, "--config", str(cfg),
+             "--out", str(tmp / f"out-{n}"), "--worker-id", f"b{n}-{i}", "--exit-when-done", "--quiet"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+    for p in procs:
+        p.wait(timeout=args.timeout_s)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    xact1 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
+    pages = asyncio.run(_db(dsn, "SELECT count(*) FROM urls WHERE state = 'fetched'"))[0][0]
+    statements = lost = readopted = 0
+    for i in range(n):
+        text = (tmp / f"{n}w-{i}.log").read_text()
+        m = re.search(r"(\d+) statements, .* (\d+) lost, .* (\d+) re-adopted", text)
+        if procs[i].returncode != 0 or not m:
+            raise SystemExit(f"worker {i} of {n} failed:\n{text[-3000:]}")
+        statements += int(m.group(1))
+        lost += int(m.group(2))
+        readopted += int(m.group(3))
+    time.sleep(1.2)     # the server flushes its request log every second
+    from courtly.sim.check import check_log
+
+    report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
+                       ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
+    return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "statements": statements,
+            "xacts": int(xact1 - xact0), "violations": len(report.violations), "lost": lost,
+            "readopted": readopted,
+            "duplicates": sum(report.duplicate_fetches.values()), "report": report}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--hosts", type=int, default=200)
+    ap.add_argument("--pages-per-host", type=int, default=15)
+    ap.add_argument("--ips", type=int, default=50)
+    ap.add_argument("--partitions", type=int, default=256)
+    ap.add_argument("--delay-s", type=float, default=0.0)
+    ap.add_argument("--ip-rate", type=float, default=1000.0)
+    ap.add_argument("--ip-concurrency", type=int, default=64)
+    ap.add_argument("--fetch-tasks", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder (worker logs, WARC)")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="courtly-dbench-"))
+    rows = []
+    try:
+        with pg_server() as pg:
+            for n in args.workers:
+                sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host",
+                            str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed)]
+                with simweb_process(tmp / f"sim-{n}", sim_args, ready_s=120) as web:
+                    print(f"{n} worker(s): {args.hosts} hosts x {args.pages_per_host} pages ...", flush=True)
+                    rows.append(run_one(pg, web, tmp, n, args))
+                    if rows[-1]["violations"]:
+                        print(rows[-1]["report"].render()[:3000])
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} "
+          f"{'statements/page':>16} {'xacts/page':>11} {'dup fetches':>11} {'violations':>10} "
+          f"{'lost':>5} {'re-adopted':>10}")
+    for r in rows:
+        p = max(r["pages"], 1)
+        print(f"{r['workers']:>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
+              f"{r['cpu_s'] / p * 1000:>15.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
+              f"{r['duplicates']:>11} {r['violations']:>10} {r['lost']:>5} {r['readopted']:>10}")
+    print("(CPU: user+sys of the worker processes and their children; statements: PostgresStore round trips;"
+          " xacts: transactions committed by the server, all sessions;"
+          " lost: partition leases lost; re-adopted: partitions the quiet-time safety net adopted again)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

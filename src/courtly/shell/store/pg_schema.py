@@ -1,0 +1,191 @@
+"""The PostgresStore schema: versioned migrations, applied in order.
+
+`migrate(conn)` brings a database to the last version in one transaction,
+serialised across workers by an advisory lock (ten workers starting at once
+is safe). Schema changes append to `MIGRATIONS`; a released migration is never
+edited.
+
+Versions:
+  1. the crawl tables, the lease table, the inbox, the per-IP limit table
+     and `courtly_ip_acquire` (window measured from starts).
+  2. per-IP limits measured like the single-machine politeness: a slot
+     remembers its request's start (`ip_limits.open`), `courtly_ip_release`
+     replaces that start by the completion instant, and a request whose
+     window hinges on a request still in flight waits for its completion
+     (a late-arriving request cannot crowd the server's window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "NOW_SQL", "LOCK_ID", "SchemaError"]
+
+NOW_SQL = "extract(epoch from clock_timestamp())::float8"
+_NOW = NOW_SQL
+LOCK_ID = 0x636F75727431   # advisory lock serialising migrations ("court1")
+_LOCK_ID = LOCK_ID
+
+
+class SchemaError(Exception):
+    """The database's schema is newer than this courtly."""
+
+
+_V1 = f"""
+CREATE TABLE partitions (
+    id integer PRIMARY KEY, owner text, epoch bigint NOT NULL DEFAULT 0,
+    lease_until double precision NOT NULL DEFAULT 0);
+CREATE TABLE workers (
+    id text PRIMARY KEY, started_at double precision NOT NULL, heartbeat_at double precision NOT NULL);
+CREATE TABLE urls (
+    url text PRIMARY KEY, partition integer NOT NULL, key text NOT NULL,
+    state text NOT NULL,                        -- queued | fetched | skipped | failed
+    band integer NOT NULL DEFAULT 4, depth integer NOT NULL DEFAULT 0,
+    redirects integer NOT NULL DEFAULT 0, via text NOT NULL DEFAULT '',
+    discovered_at double precision NOT NULL, attempts integer NOT NULL DEFAULT 0,
+    fetched_at double precision, status integer, reason text, detail text);
+CREATE INDEX urls_queued ON urls (partition) WHERE state = 'queued';
+CREATE INDEX urls_key_reason ON urls (key, reason) WHERE reason IS NOT NULL;
+CREATE TABLE inbox (id bigserial PRIMARY KEY, partition integer NOT NULL, url text NOT NULL);
+CREATE INDEX inbox_partition ON inbox (partition);
+CREATE TABLE fetches (
+    id bigserial PRIMARY KEY, url text NOT NULL, kind text NOT NULL, at double precision NOT NULL,
+    status integer NOT NULL, bytes bigint NOT NULL, elapsed_s double precision NOT NULL,
+    ip text NOT NULL, warc text NOT NULL, error text NOT NULL);
+CREATE INDEX fetches_url ON fetches (url);
+CREATE TABLE hosts (key text PRIMARY KEY, partition integer NOT NULL, state jsonb NOT NULL);
+CREATE INDEX hosts_partition ON hosts (partition);
+CREATE TABLE robots (origin text PRIMARY KEY, state jsonb NOT NULL);
+CREATE TABLE dead_letters (url text NOT NULL, at double precision NOT NULL, reason text NOT NULL);
+CREATE TABLE flags (url text NOT NULL, at double precision NOT NULL, flag text NOT NULL, detail text NOT NULL);
+CREATE INDEX flags_url ON flags (url);
+CREATE TABLE digests (digest text PRIMARY KEY, url text NOT NULL, at double precision NOT NULL,
+                      record_id text NOT NULL);
+CREATE TABLE histories (url text PRIMARY KEY, host text NOT NULL, tier integer NOT NULL,
+                        depth integer NOT NULL, history text NOT NULL);
+CREATE TABLE simhashes (id bigserial PRIMARY KEY, doc_id text NOT NULL, fp bigint NOT NULL,
+                        scope text NOT NULL);
+CREATE TABLE applied_batches (id text PRIMARY KEY, at double precision NOT NULL);
+CREATE UNLOGGED TABLE ip_limits (                     -- ephemeral: no WAL, no fsync wait
+    ip text PRIMARY KEY,
+    flights double precision[] NOT NULL DEFAULT '{{}}',  -- expiry of each slot in flight
+    starts double precision[] NOT NULL DEFAULT '{{}}',   -- latest start instants, sorted
+    updated_at double precision NOT NULL);
+CREATE FUNCTION courtly_ip_acquire(p_ip text, p_now double precision, p_conc integer,
+        p_window integer, p_span double precision, p_hold_s double precision,
+        OUT granted boolean, OUT wait_s double precision, OUT token double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record; live double precision[]; n integer; oldest double precision;
+BEGIN
+    p_now := coalesce(p_now, {_NOW});
+    INSERT INTO ip_limits (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
+    SELECT flights, starts INTO r FROM ip_limits WHERE ip = p_ip FOR UPDATE;
+    live := ARRAY(SELECT f FROM unnest(r.flights) AS f WHERE f > p_now);
+    granted := false;
+    IF cardinality(live) >= p_conc THEN           -- full: wait for a release
+        RETURN;
+    END IF;
+    n := cardinality(r.starts);
+    IF n >= p_window THEN
+        oldest := r.starts[n - p_window + 1];
+        IF oldest + p_span > p_now THEN
+            wait_s := oldest + p_span - p_now;
+            RETURN;
+        END IF;
+    END IF;
+    token := p_now + p_hold_s;
+    UPDATE ip_limits SET flights = live || token,
+           starts = (ARRAY(SELECT x FROM unnest(r.starts || p_now) AS x ORDER BY x))[greatest(1, n + 2 - p_window):],
+           updated_at = p_now
+     WHERE ip = p_ip;
+    granted := true;
+END $$;
+"""
+
+_V2 = f"""
+TRUNCATE ip_limits;
+ALTER TABLE ip_limits ADD COLUMN open double precision[] NOT NULL DEFAULT '{{}}';  -- start of each slot
+CREATE OR REPLACE FUNCTION courtly_ip_acquire(p_ip text, p_now double precision, p_conc integer,
+        p_window integer, p_span double precision, p_hold_s double precision,
+        OUT granted boolean, OUT wait_s double precision, OUT token double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record; live double precision[] := '{{}}'; opened double precision[] := '{{}}';
+    n integer; oldest double precision;
+BEGIN
+    p_now := coalesce(p_now, {_NOW});
+    INSERT INTO ip_limits (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
+    SELECT flights, open, starts INTO r FROM ip_limits WHERE ip = p_ip FOR UPDATE;
+    FOR i IN 1 .. coalesce(cardinality(r.flights), 0) LOOP     -- slots past hold_s lapse (dead worker)
+        IF r.flights[i] > p_now THEN
+            live := live || r.flights[i];
+            opened := opened || coalesce(r.open[i], r.flights[i] - p_hold_s);
+        END IF;
+    END LOOP;
+    granted := false;
+    IF cardinality(live) >= p_conc THEN               -- full: wait for a release
+        RETURN;
+    END IF;
+    n := cardinality(r.starts);
+    IF n >= p_window THEN
+        oldest := r.starts[n - p_window + 1];
+        IF oldest = ANY(opened) THEN                   -- the window hinges on a request in flight
+            RETURN;
+        END IF;
+        IF oldest + p_span > p_now THEN
+            wait_s := oldest + p_span - p_now;
+            RETURN;
+        END IF;
+    END IF;
+    token := p_now + p_hold_s;
+    UPDATE ip_limits SET flights = live || token, open = opened || p_now,
+           starts = (ARRAY(SELECT x FROM unnest(r.starts || p_now) AS x ORDER BY x))[greatest(1, n + 2 - p_window):],
+           updated_at = p_now
+     WHERE ip = p_ip;
+    granted := true;
+END $$;
+CREATE FUNCTION courtly_ip_release(p_ip text, p_token double precision, p_now double precision)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    r record; i integer; j integer; started double precision;
+BEGIN
+    p_now := coalesce(p_now, {_NOW});
+    SELECT flights, open, starts INTO r FROM ip_limits WHERE ip = p_ip FOR UPDATE;
+    i := array_position(r.flights, p_token);
+    IF i IS NULL THEN
+        RETURN;
+    END IF;
+    started := r.open[i];
+    j := array_position(r.starts, started);
+    IF j IS NOT NULL THEN                                -- the window counts from completion
+        r.starts[j] := greatest(started, p_now);
+    END IF;
+    UPDATE ip_limits SET flights = r.flights[:i - 1] || r.flights[i + 1:],
+           open = r.open[:i - 1] || r.open[i + 1:],
+           starts = ARRAY(SELECT x FROM unnest(r.starts) AS x ORDER BY x), updated_at = p_now
+     WHERE ip = p_ip;
+END $$;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+async def migrate(conn, migrations: Sequence[tuple[int, str]] = MIGRATIONS) -> int:
+    """Bring the schema to the last migration (idempotent, serialised across
+    workers by an advisory lock). Returns the schema version."""
+    latest = migrations[-1][0]
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
+        await conn.execute("CREATE TABLE IF NOT EXISTS meta (k text PRIMARY KEY, v text NOT NULL)")
+        current = int(await conn.fetchval("SELECT v FROM meta WHERE k = 'schema_version'") or 0)
+        if current > latest:
+            raise SchemaError(f"the database was written by a newer courtly (schema {current} > {latest})")
+        for version, sql in migrations:
+            if version > current:
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO meta VALUES ('schema_version', $1) ON CONFLICT (k)"
+                                   " DO UPDATE SET v = excluded.v", str(version))
+                current = version
+    return current
