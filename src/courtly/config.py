@@ -266,9 +266,14 @@ class ExtractSection:
     # ever). A new worker costs ~0.2 CPU-s to start, so every 1,000 pages was
     # ~0.2 ms a page; the memory limit still caps each worker.
     tasks_per_child: int = 10_000
+    # Fetched pages waiting for (or in) extraction. At the limit the fetch
+    # tasks wait: fetching cannot run ahead of extraction, so the bodies held
+    # stay bounded and a stopped crawl has little left to extract.
+    backlog_max: int = 64
 
     def __post_init__(self) -> None:
         _positive("extract.tasks_per_child", self.tasks_per_child)
+        _positive("extract.backlog_max", self.backlog_max)
 
 
 @dataclass(frozen=True, slots=True)

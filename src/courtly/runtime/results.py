@@ -36,6 +36,9 @@ class Results:
     def __init__(self, crawler: "Crawler") -> None:
         self.c = crawler
         self.extracting: set[str] = set()   # URLs whose page is being extracted
+        self.backlog_max = crawler.cfg.extract.backlog_max
+        self._room = asyncio.Event()           # set while the backlog has room
+        self._room.set()
 
     def archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None,
                  profile: str = "identical-payload-digest") -> str:
@@ -129,6 +132,9 @@ class Results:
                 self.read_hints(item, result.content, now)
                 c.batch.fetched.append((now, status, item.url))
                 return "done"
+            while len(self.extracting) >= self.backlog_max:   # back-pressure on the fetch task
+                self._room.clear()
+                await self._room.wait()
             self.extracting.add(item.url)   # still a queued record until its batch commits
             t = asyncio.create_task(self.extract(item, result))
             c._processing.add(t)
@@ -173,6 +179,8 @@ class Results:
                                             error_print=c.budget.wants_error_print(str(origin)))
         finally:
             self.extracting.discard(item.url)
+            if len(self.extracting) < self.backlog_max:
+                self._room.set()
         now = c.clock.now()
         if not hasattr(page, "links"):
             c.stats.extract_failed += 1
