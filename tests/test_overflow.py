@@ -182,12 +182,12 @@ def test_the_read_back_is_in_band_order(tmp_path):
 
 
 def test_seeds_are_fed_in_committed_chunks_through_the_window(tmp_path, monkeypatch):
-    import courtly.runtime.crawler as crawler_mod
+    import courtly.runtime.seeds as seeds_mod
 
-    monkeypatch.setattr(crawler_mod, "SEED_COMMIT_EVERY", 10)
+    monkeypatch.setattr(seeds_mod, "SEED_COMMIT_EVERY", 10)
     c, _ = _crawler(tmp_path, {}, _config(memory_max=15, key_memory_max=5))
     seeds = (f"https://{HOSTS[i % 3]}/s{i}" for i in range(95))    # a generator: read once
-    assert asyncio.run(c.feed_seeds(seeds)) == 95
+    assert asyncio.run(seeds_mod.feed_seeds(c, seeds)) == 95
     assert len(c.frontier) <= 15 and len(c.frontier) + len(c.overflow) == 95
     queued = c.store._db.execute("SELECT count(*) FROM urls WHERE state='queued'").fetchone()[0]
     assert queued == 90                                          # nine full chunks committed
@@ -195,9 +195,9 @@ def test_seeds_are_fed_in_committed_chunks_through_the_window(tmp_path, monkeypa
 
 
 def test_a_stop_while_seeding_ends_it_after_the_chunk(tmp_path, monkeypatch):
-    import courtly.runtime.crawler as crawler_mod
+    import courtly.runtime.seeds as seeds_mod
 
-    monkeypatch.setattr(crawler_mod, "SEED_COMMIT_EVERY", 10)
+    monkeypatch.setattr(seeds_mod, "SEED_COMMIT_EVERY", 10)
     c, _ = _crawler(tmp_path, {}, _config(memory_max=100, key_memory_max=50))
 
     def seeds():
@@ -206,5 +206,5 @@ def test_a_stop_while_seeding_ends_it_after_the_chunk(tmp_path, monkeypatch):
                 c.stop()                                         # Ctrl-C arrives mid-file
             yield f"https://a.example/s{i}"
 
-    assert asyncio.run(c.feed_seeds(seeds())) == 40
+    assert asyncio.run(seeds_mod.feed_seeds(c, seeds())) == 40
     c.store.close()

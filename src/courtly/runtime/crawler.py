@@ -35,7 +35,6 @@ import logging
 import random
 import uuid
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Iterable
 
 from courtly.config import Config
@@ -61,7 +60,6 @@ __all__ = ["Crawler", "CrawlStats"]
 log = logging.getLogger("courtly")
 
 SEED_BAND = 1
-SEED_COMMIT_EVERY = 50_000   # seeds admitted between two commits while seeding
 SITEMAPS_PER_ORIGIN_MAX = 20
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
@@ -205,42 +203,11 @@ class Crawler:
         self.politeness.hold_all_until(now + hold)
 
     def add_seeds(self, seeds: Iterable[str]) -> int:
-        """Admit `seeds` at once (a short list; `feed_seeds` streams a long one)."""
+        """Admit `seeds` at once (a short list; runtime/seeds.feed_seeds streams a long one)."""
         now = self.clock.now()
         if self.cfg.crawl.scope != "any":
             self.admission.set_seeds(seeds)
         added = sum(self.admission.admit(s, via=None, band=SEED_BAND, depth=0, now=now) for s in seeds)
-        self._wake.set()
-        return added
-
-    async def feed_seeds(self, seeds: Iterable[str]) -> int:
-        """Admit seeds from an iterable of any length (a seeds file is read
-        lazily): committed every SEED_COMMIT_EVERY, so the batch and the
-        frontier's memory stay bounded (runtime/overflow), and the event loop
-        runs between chunks, so Ctrl-C stops seeding too. Seeds committed
-        before a stop stay queued; the same command again admits the rest."""
-        if self.cfg.crawl.scope != "any":
-            self.admission.set_seeds(seeds)
-        admit = self.admission.admit
-        it = iter(seeds)
-        added = n = 0
-        while not self._stopping:
-            chunk = list(islice(it, SEED_COMMIT_EVERY))
-            if not chunk:
-                break
-            now = self.clock.now()
-            added += sum(admit(s, via=None, band=SEED_BAND, depth=0, now=now) for s in chunk)
-            n += len(chunk)
-            if len(chunk) == SEED_COMMIT_EVERY:
-                self.commit()
-                if n % (SEED_COMMIT_EVERY * 20) == 0:
-                    log.info("[%s] seeds: %d read, %d queued", self.crawl_id, n, added)
-            await asyncio.sleep(0)
-        if self._stopping:
-            log.warning("[%s] seeding stopped after %d seeds (run the same command again to admit the rest)",
-                        self.crawl_id, n)
-        elif n:
-            log.info("[%s] seeds: %d read, %d queued", self.crawl_id, n, added)
         self._wake.set()
         return added
 

@@ -2,19 +2,28 @@
 
 Validated up front, so a bad seed is a usage error naming its line before
 anything starts; read lazily, so a file of ten million seeds is never held in
-memory (the crawler admits them as it reads, committing as it goes: see
-`Crawler.add_seeds`).
+memory: `feed_seeds` admits them as it reads, committing as it goes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from itertools import islice
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from courtly.core.urls import UrlError, normalize_url
 from courtly.runtime.wiring import UsageError
 
-__all__ = ["SeedList"]
+if TYPE_CHECKING:
+    from courtly.runtime.crawler import Crawler
+
+__all__ = ["SeedList", "feed_seeds", "SEED_COMMIT_EVERY"]
+
+log = logging.getLogger("courtly")
+
+SEED_COMMIT_EVERY = 50_000   # seeds admitted between two commits while seeding
 
 
 class SeedList:
@@ -58,3 +67,30 @@ class SeedList:
         if self._count is None:
             self._count = sum(1 for _ in self._lines())
         return self._count
+
+
+async def feed_seeds(crawler: "Crawler", seeds: Iterable[str]) -> int:
+    """Admit seeds from an iterable of any length in chunks: committed every
+    SEED_COMMIT_EVERY, so the batch and the frontier's memory stay bounded
+    (runtime/overflow), and the event loop runs between chunks, so Ctrl-C
+    stops seeding too. Seeds committed before a stop stay queued; the same
+    command again admits the rest. Returns how many were queued."""
+    it = iter(seeds)
+    added = n = 0
+    while not crawler.stopping:
+        chunk = list(islice(it, SEED_COMMIT_EVERY))
+        if not chunk:
+            break
+        added += crawler.add_seeds(chunk)
+        n += len(chunk)
+        if len(chunk) == SEED_COMMIT_EVERY:
+            crawler.commit()
+            if n % (SEED_COMMIT_EVERY * 20) == 0:
+                log.info("[%s] seeds: %d read, %d queued", crawler.crawl_id, n, added)
+        await asyncio.sleep(0)
+    if crawler.stopping:
+        log.warning("[%s] seeding stopped after %d seeds (run the same command again to admit the rest)",
+                    crawler.crawl_id, n)
+    elif n:
+        log.info("[%s] seeds: %d read, %d queued", crawler.crawl_id, n, added)
+    return added

@@ -151,7 +151,9 @@ async def run_crawl(
             loop.add_signal_handler(sig, crawler.stop)
     try:
         crawler.load()
-        await crawler.feed_seeds(seeds)
+        from courtly.runtime.seeds import feed_seeds   # (seeds imports this module)
+
+        await feed_seeds(crawler, seeds)
         if on_start is not None:
             on_start(crawler)
         if on_started is not None:
