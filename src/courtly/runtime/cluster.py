@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import time
 from collections import Counter
@@ -26,7 +25,7 @@ from courtly.config import Config
 from courtly.core.urls import UrlError, normalize_url, politeness_key, split_origin
 from courtly.ports import Batch
 from courtly.runtime.crawler import SEED_BAND
-from courtly.runtime.wiring import build_network, warcinfo
+from courtly.runtime.wiring import build_network, stop_on_signals, warcinfo
 from courtly.runtime.worker import Worker
 from courtly.shell.blob import open_warc_output
 from courtly.shell.clock import SystemClock
@@ -104,30 +103,24 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                            f"crawl.politeness_key = '{cfg.crawl.politeness_key}'")
     resolver, fetcher, extractor = build_network(cfg, send_gate=True)
     warc = None
-    loop = asyncio.get_running_loop()
     try:
         warc = open_warc_output(out, worker_id, prefix=cfg.warc.prefix, spool=spool,
                                 file_bytes_max=cfg.warc.file_bytes_max, warcinfo=warcinfo(cfg),
                                 fsync=cfg.warc.fsync)
         worker = Worker(cfg, clock=SystemClock(), resolver=resolver, fetcher=fetcher, warc=warc,
                         store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done)
-        if install_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, worker.stop)
-        try:
-            await worker.prepare()
-        except StoreUnavailable as e:
-            raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
-        if on_start is not None:
-            on_start(worker)
-        stats = await worker.run()
-        if worker._fatal is not None:
-            raise worker._fatal
-        return worker, stats
+        with stop_on_signals(worker.stop, install_signals):
+            try:
+                await worker.prepare()
+            except StoreUnavailable as e:
+                raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
+            if on_start is not None:
+                on_start(worker)
+            stats = await worker.run()
+            if worker._fatal is not None:
+                raise worker._fatal
+            return worker, stats
     finally:
-        if install_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
         await fetcher.close()
         await extractor.close()
         if warc is not None:

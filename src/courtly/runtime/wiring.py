@@ -127,6 +127,20 @@ def warcinfo(cfg: Config) -> dict[str, str]:
     }
 
 
+@contextmanager
+def stop_on_signals(stop: Callable[[], None], enabled: bool = True) -> Iterator[None]:
+    """Inside, SIGINT and SIGTERM call `stop` (a graceful stop), not the default."""
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGINT, signal.SIGTERM) if enabled else ()
+    for sig in sigs:
+        loop.add_signal_handler(sig, stop)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            loop.remove_signal_handler(sig)
+
+
 async def run_crawl(
     cfg: Config,
     out: Path,
@@ -145,27 +159,21 @@ async def run_crawl(
                       warcinfo=warcinfo(cfg), fsync=cfg.warc.fsync)
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
-    loop = asyncio.get_running_loop()
-    if install_signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, crawler.stop)
     try:
-        crawler.load()
-        from courtly.runtime.seeds import feed_seeds   # (seeds imports this module)
+        with stop_on_signals(crawler.stop, install_signals):
+            crawler.load()
+            from courtly.runtime.seeds import feed_seeds   # (seeds imports this module)
 
-        await feed_seeds(crawler, seeds)
-        if on_start is not None:
-            on_start(crawler)
-        if on_started is not None:
-            await on_started()
-        stats = await crawler.run()
-        if crawler._fatal is not None:
-            raise crawler._fatal
-        return stats
+            await feed_seeds(crawler, seeds)
+            if on_start is not None:
+                on_start(crawler)
+            if on_started is not None:
+                await on_started()
+            stats = await crawler.run()
+            if crawler._fatal is not None:
+                raise crawler._fatal
+            return stats
     finally:
-        if install_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
         await fetcher.close()
         await extractor.close()
         warc.close()
