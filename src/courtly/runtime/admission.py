@@ -27,6 +27,7 @@ __all__ = ["Admission"]
 
 _HINT_KINDS = frozenset({"canonical", "alternate", "next", "prev"})
 RECENT_MAX = 200_000   # recently seen URLs kept in memory (about 30 MB at most)
+NORMALIZED_MAX = 50_000   # raw link -> normalised form, for links that repeat (about 15 MB at most)
 
 
 class Admission:
@@ -40,6 +41,10 @@ class Admission:
         # rescans the deleted slots at its front each time, quadratic in a long crawl.)
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._recent_max = RECENT_MAX
+        # Pages of a site repeat their navigation links: normalising each raw
+        # form once saves most of `normalize_url` (pure, so a cache is exact).
+        # Emptied when full: cheaper than an LRU, and refilled within a page or two.
+        self._normalized: dict[str, str] = {}
         self._seed_hosts: set[str] = set()
         self._seed_domains: set[str] = set()
 
@@ -86,7 +91,7 @@ class Admission:
         c = self.c
         via_s = via or ""
         try:
-            url = normalize_url(raw, c.rules)
+            url = self._normalize(raw)
         except UrlError as e:
             # Record under the raw form: it has no normalised one.
             if raw not in c.seen:
@@ -124,12 +129,22 @@ class Admission:
         it is in the batch as a queued record, so it may wait in the store."""
         return self.c._queue(item, now, stored=True)
 
+    def _normalize(self, raw: str) -> str:
+        """`normalize_url(raw)` under the crawl's rules, remembered; raises UrlError."""
+        url = self._normalized.get(raw)
+        if url is None:
+            url = normalize_url(raw, self.c.rules)
+            if len(self._normalized) >= NORMALIZED_MAX:
+                self._normalized.clear()
+            self._normalized[raw] = url
+        return url
+
     def normalized(self, urls) -> list[str]:
         """The crawlable normalised forms of `urls` (the others dropped)."""
         out = []
         for raw in urls:
             try:
-                out.append(normalize_url(raw, self.c.rules))
+                out.append(self._normalize(raw))
             except UrlError:
                 pass
         return out
