@@ -43,3 +43,47 @@ def test_fetched_pages_waiting_for_extraction_stay_within_the_backlog(tmp_path, 
     assert sorted(fetcher.pages) == sorted(web)
     assert slow.waiting_max == backlog_max      # reached, never exceeded
     c.store.close()
+
+
+class _Stub:
+    """Just enough of a Crawler for `Results`' back-pressure."""
+
+    def __init__(self, backlog_max: int) -> None:
+        self.cfg = type("Cfg", (), {"extract": type("Ex", (), {"backlog_max": backlog_max})()})()
+
+
+def test_a_freed_slot_wakes_one_waiting_fetch_task_in_arrival_order():
+    from courtly.runtime.results import Results
+
+    async def scenario() -> list[str]:
+        r = Results(_Stub(backlog_max=2))  # type: ignore[arg-type]
+        r.extracting.update({"u1", "u2"})
+        woke: list[str] = []
+
+        async def waiter(name: str) -> None:
+            while len(r.extracting) >= r.backlog_max:
+                await r._wait_for_room()
+            r.extracting.add(name)
+            woke.append(name)
+
+        tasks = [asyncio.create_task(waiter(f"w{i}")) for i in range(4)]
+        await asyncio.sleep(0)
+        assert woke == [] and len(r._waiting) == 4
+        r.extracting.discard("u1")
+        r._wake_one()
+        await asyncio.sleep(0)
+        assert woke == ["w0"] and len(r._waiting) == 3   # one slot, one task woken
+        # a woken task cancelled before it ran passes its turn to the next
+        r.extracting.discard("u2")
+        r._wake_one()
+        tasks[1].cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert woke == ["w0", "w2"]
+        assert len(r.extracting) == 2 and r._woken == 0
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return woke
+
+    asyncio.run(scenario())
