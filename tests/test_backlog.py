@@ -71,6 +71,7 @@ def test_a_freed_slot_wakes_one_waiting_fetch_task_in_arrival_order():
         assert woke == [] and len(r._waiting) == 4
         r.extracting.discard("u1")
         r._wake_one()
+        assert r._woken == 1 and not any(f.done() for f in r._waiting)
         await asyncio.sleep(0)
         assert woke == ["w0"] and len(r._waiting) == 3   # one slot, one task woken
         # a woken task cancelled before it ran passes its turn to the next
