@@ -72,7 +72,8 @@ def main() -> int:
     print(f"{pages:>8} {wall:>8.1f} {pages / wall:>8.1f} {cpu / max(pages, 1) * 1000:>9.2f} "
           f"{run.rss_mb:>12.0f} {verdict.violations:>10}")
     rss_how = "summed over the process tree" if run.tree_rss_peak_mb is not None else "largest single process"
-    print(f"(crawler CPU {cpu:.1f} s user+sys incl. its extraction workers; peak RSS {rss_how})")
+    print(f"(crawler CPU {cpu:.1f} s user+sys incl. its extraction workers, of which sys {run.sys_s:.1f} s; "
+          f"peak RSS {rss_how})")
     if verdict.violations:
         print(verdict.report.render())
     return 0

@@ -90,6 +90,7 @@ class Measured:
     returncode: int
     wall_s: float
     cpu_s: float
+    sys_s: float      # the kernel's share of cpu_s (syscalls: sockets, epoll, writes, fsync)
     maxrss_mb: float  # largest single process of the tree (ru_maxrss)
     tree_rss_peak_mb: float | None  # peak of the summed RSS of the tree (psutil), None without psutil
     timed_out: bool
@@ -162,6 +163,7 @@ def run_measured(cmd: list[str], folder: Path, *, cpu: int = 1, timeout_s: float
         sampler.join(timeout=2)
         _stop_group(proc.pid, grace_s=0.0)  # leftovers of the crawler's own group, if any
     return Measured(returncode=proc.returncode, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
+                    sys_s=usage.ru_stime,
                     maxrss_mb=usage.ru_maxrss / 1024, tree_rss_peak_mb=peak[0] if peak else None,
                     timed_out=timed_out, stdout=out_path, stderr=err_path)
 
