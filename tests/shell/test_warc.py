@@ -550,3 +550,17 @@ def test_sha1_digests_are_rfc4648_base32() -> None:
     for data in (b"", b"a", bytes(range(256)) * 7, b"\xff" * 20):
         h = hashlib.sha1(data)
         assert _sha1_b32(h) == "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+
+
+def test_record_ids_are_unique_version_4_uuid_urns(tmp_path: Path) -> None:
+    import uuid
+
+    with WarcWriter(tmp_path, fsync=False) as writer:
+        write_all(writer, exchanges()[:5])
+    ids = [r.warc_headers["WARC-Record-ID"] for path in writer.finished_paths for r in iter_records(path)]
+    assert len(ids) == len(set(ids)) >= 11   # warcinfo + request, response, metadata per exchange
+    for rid in ids:
+        assert rid.startswith("<urn:uuid:") and rid.endswith(">")
+        u = uuid.UUID(rid[len("<urn:uuid:"):-1])
+        assert str(u) == rid[len("<urn:uuid:"):-1]
+        assert u.version == 4 and u.variant == uuid.RFC_4122
