@@ -15,6 +15,7 @@ A crawl may explicitly allow extra networks (the simulated web lives on
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from typing import Iterable
@@ -106,6 +107,25 @@ def _is_public(addr: IPAddress) -> bool:
     return not any(addr in net for net in _V6_NOT_PUBLIC)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _permits(allowed_networks: tuple[str, ...], ip: str) -> bool:
+    addr = parse_ip(ip)
+    if addr is None:
+        return False
+    if _is_public(addr):
+        return True
+    candidates: list[IPAddress] = [addr]
+    if isinstance(addr, ipaddress.IPv6Address):
+        inner = embedded_ipv4(addr)
+        if inner is not None:
+            candidates.append(inner)
+    for net in allowed_networks:
+        network = ipaddress.ip_network(net, strict=False)
+        if any(c.version == network.version and c in network for c in candidates):
+            return True
+    return False
+
+
 def is_public_address(ip: str) -> bool:
     """True when `ip` is a globally routable unicast address. Garbage is not public."""
     addr = parse_ip(ip)
@@ -127,21 +147,8 @@ class NetPolicy:
         return cls(tuple(networks))
 
     def permits(self, ip: str) -> bool:
-        addr = parse_ip(ip)
-        if addr is None:
-            return False
-        if _is_public(addr):
-            return True
-        candidates: list[IPAddress] = [addr]
-        if isinstance(addr, ipaddress.IPv6Address):
-            inner = embedded_ipv4(addr)
-            if inner is not None:
-                candidates.append(inner)
-        for net in self.allowed_networks:
-            network = ipaddress.ip_network(net, strict=False)
-            if any(c.version == network.version and c in network for c in candidates):
-                return True
-        return False
+        # asked before every request: remembered per address (a pure function of both)
+        return _permits(self.allowed_networks, ip)
 
     def is_loopback_only(self) -> bool:
         """True when every allowed network lies inside loopback (used by the
