@@ -316,8 +316,15 @@ def _authority(authority: str, scheme: str) -> tuple[str, int]:
 # --- path and query -------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
+def _safe_chars(safe: frozenset[str]) -> str:
+    return "".join(sorted(safe - {"%"}))
+
+
 def _escapes(s: str, safe: frozenset[str]) -> str:
     """Decode unreserved escapes, uppercase others, encode what must be."""
+    if not s.strip(_safe_chars(safe)):
+        return s   # only safe characters and no escape: unchanged (the common case, at C speed)
     out: list[str] = []
     i, n = 0, len(s)
     while i < n:
