@@ -132,7 +132,28 @@ def _cdxj_lines(entries: list[IndexEntry], filename: str) -> list[str]:
     return lines
 
 
+# An http(s) URL with a plain name (last label starts with a letter: never an
+# IP literal), no port, no query, no escape and no dot or empty path segment.
+_PLAIN_URL = re.compile(r"https?://((?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*)(/[A-Za-z0-9_~/.-]*)?")
+_WWW = re.compile(r"www\d*\.")
+
+
 def _surt_key(url: str) -> str:
+    """The SURT form `surt.surt` gives (what cdxj-indexer writes). The plain
+    URLs a crawl mostly stores take a shortcut with the same result (pinned by
+    tests against the library): the library's canonicalisers cost ~23 us a URL,
+    paid for every record when a WARC file is finished."""
+    m = _PLAIN_URL.fullmatch(url)
+    if m is not None:
+        path = m.group(2) or "/"
+        if "//" not in path and "/." not in path:
+            host = m.group(1)
+            www = _WWW.match(host)
+            if www is not None:
+                host = host[www.end():]
+            if len(path) > 1 and path.endswith("/"):
+                path = path[:-1]
+            return ",".join(reversed(host.split("."))) + ")" + path.lower()
     try:
         return _surt.surt(url)
     except Exception:  # noqa: BLE001 - same fallback as cdxj-indexer
