@@ -12,6 +12,11 @@ What it owns
   a shingle's weight is its term frequency. A bit of the fingerprint is 1 when
   strictly more than half of the votes are 1. Deterministic across processes,
   machines and Python versions (never ``hash()``); the empty text is 0.
+  Two implementations, bit-identical (fingerprints are stored in crawl
+  databases; the tests compare them): the compiled `courtly.core._speedups`
+  (C, its own XXH64; built by ``pip install``, optional) when it imports
+  (`NATIVE`), else `simhash64_py`. `simhash64_tokens` takes tokens already
+  split (the soft-404 fingerprint's filtered words).
 * `NearDupIndex`: fingerprints within `distance_max` bits, found by four
   table probes, never by a scan (below); near-duplicate clusters with a
   canonical representative; rows for persistence.
@@ -66,10 +71,19 @@ from dataclasses import dataclass
 
 import xxhash
 
+try:  # the compiled SimHash (src/courtly/core/_speedups.c); optional
+    from courtly.core._speedups import simhash as _simhash_native
+except ImportError:  # pragma: no cover - built without a C compiler
+    _simhash_native = None
+
 __all__ = [
     "DISTANCE_MAX_PROBED",
+    "NATIVE",
     "payload_digest",
     "simhash64",
+    "simhash64_py",
+    "simhash64_tokens",
+    "word_tokens",
     "hamming",
     "to_signed64",
     "from_signed64",
@@ -90,6 +104,7 @@ _ASCII_NON_WORD_TO_SPACE = bytes(
     v if chr(v).isalnum() or v == 0x5F else 0x20 for v in range(128)
 ) + b" " * 128  # ASCII \w is [A-Za-z0-9_]
 _hash64 = xxhash.xxh64_intdigest
+NATIVE = _simhash_native is not None   # simhash64 runs the compiled code
 
 
 def payload_digest(content: bytes) -> str:
@@ -99,9 +114,39 @@ def payload_digest(content: bytes) -> str:
 
 def simhash64(text: str, *, shingle: int = 3) -> int:
     """64-bit SimHash of `text` over `shingle`-word shingles (see module doc)."""
+    if _simhash_native is None:
+        return simhash64_py(text, shingle=shingle)
+    _check_shingle(shingle)
+    text = text[:TEXT_CHARS_MAX]
+    if text.isascii():  # the C code lowercases and splits ASCII itself
+        return _simhash_native(text.encode("ascii"), shingle)
+    words = " ".join(_TOKEN.findall(text.lower()))
+    return _simhash_native(words.encode("utf-8", "surrogatepass"), shingle)
+
+
+def simhash64_py(text: str, *, shingle: int = 3) -> int:
+    """`simhash64` in pure Python: the definition, and the fallback when the
+    C extension is not built."""
+    _check_shingle(shingle)
+    return _simhash_tokens_py(word_tokens(text[:TEXT_CHARS_MAX]), shingle)
+
+
+def simhash64_tokens(tokens: list[bytes], *, shingle: int = 3) -> int:
+    """SimHash of `tokens` as `word_tokens` returns them (lowercased ``\\w+``
+    runs, UTF-8), possibly filtered: ``simhash64(text)`` is
+    ``simhash64_tokens(word_tokens(text))`` for a text within `TEXT_CHARS_MAX`."""
+    _check_shingle(shingle)
+    if _simhash_native is None:
+        return _simhash_tokens_py(tokens, shingle)
+    return _simhash_native(b" ".join(tokens), shingle)
+
+
+def _check_shingle(shingle: int) -> None:
     if not 1 <= shingle <= SHINGLE_MAX:
         raise ValueError(f"shingle must be in 1..{SHINGLE_MAX}")
-    tokens = _tokens(text[:TEXT_CHARS_MAX])
+
+
+def _simhash_tokens_py(tokens: list[bytes], shingle: int) -> int:
     if not tokens:
         return 0
     if len(tokens) <= shingle:
@@ -116,7 +161,7 @@ def simhash64(text: str, *, shingle: int = 3) -> int:
     return _majority_bits(hashes.tobytes(), len(hashes))
 
 
-def _tokens(text: str) -> list[bytes]:
+def word_tokens(text: str) -> list[bytes]:
     """UTF-8 bytes of the ``\\w+`` runs of the lowercased text. ASCII text
     (the common case) takes a C-speed path with the same result."""
     low = text.lower()
