@@ -1,23 +1,29 @@
-/* courtly.core._speedups: the SimHash of courtly.core.fingerprint, compiled.
+/* courtly.core._speedups: compiled helpers for courtly.core, bit-identical
+ * to the pure-Python code they stand in for (the tests compare them).
  *
  * simhash(data, shingle) -> int computes exactly what the pure-Python
  * `fingerprint.simhash64_py` computes (see the module docstring of
  * fingerprint.py: fingerprints are stored in crawl databases, so the two
- * must agree bit for bit; tests/core/test_fingerprint.py checks it).
- *
- * `data` is a bytes-like object read as words:
- *   - a byte in [A-Za-z0-9_] belongs to a word (A-Z read as a-z);
- *   - any other byte below 0x80 separates words;
- *   - a byte >= 0x80 belongs to a word.
- * So the caller passes either ASCII text as it is (lowercasing and the \w+
- * runs of ASCII happen here), or the UTF-8 of the lowercased \w+ tokens
- * joined by spaces (non-ASCII text, tokenised by Python's re).
- *
+ * must agree bit for bit). `data` is either
+ *   - a str, lowercased already (str.lower() is a full, context-dependent
+ *     case mapping; Python does it): its words are the runs of characters
+ *     re's \w matches in a str pattern (Py_UNICODE_ISALNUM, or '_'), as
+ *     UTF-8; or
+ *   - a bytes-like object: a byte in [A-Za-z0-9_] belongs to a word (A-Z
+ *     read as a-z), any other byte below 0x80 separates words, a byte >= 0x80
+ *     belongs to a word. ASCII text as it is, or the UTF-8 of \w+ tokens
+ *     joined by spaces, give the words Python's tokeniser gives.
  * A shingle is `shingle` consecutive words joined by one space (all words
  * when there are no more than `shingle`); each shingle votes with the 64 bits
  * of its XXH64 (seed 0); bit b of the result is 1 when more than half of the
- * votes have bit b set. No words: 0. Pure: no I/O, no global state; the GIL
- * is released while hashing.
+ * votes have bit b set. No words: 0.
+ *
+ * words(data) -> bytes: the words simhash() reads, one space apart (tests).
+ * collapse(text) -> str: " ".join(text.split()), exactly (maintext).
+ * xxh64(data) -> int: XXH64, seed 0 (tests).
+ *
+ * Pure: no I/O, no global state after import; the GIL is released while
+ * words are split and hashed.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -124,6 +130,7 @@ static uint64_t xxh64(const unsigned char *p, size_t len)
  * text holds for it (A-Z lowercased, a separator becomes a space). */
 static unsigned char WORD[256];
 static unsigned char OUT[256];
+static unsigned char SPACE[256]; /* Py_UNICODE_ISSPACE of the Latin-1 characters */
 
 static void init_tables(void)
 {
@@ -133,6 +140,8 @@ static void init_tables(void)
         WORD[c] = (unsigned char)word;
         OUT[c] = (unsigned char)(!word ? ' ' : (c >= 'A' && c <= 'Z') ? c + 32 : c);
     }
+    for (int c = 0; c < 256; c++)
+        SPACE[c] = (unsigned char)(Py_UNICODE_ISSPACE(c) ? 1 : 0);
 }
 
 /* Per-bit vote counts: eight accumulators hold, in byte lane j of acc[k],
@@ -210,41 +219,184 @@ static uint64_t simhash_words(const unsigned char *buf, size_t buf_len, const ui
     return fp;
 }
 
+/* The words of a str that is lowercased already (str.lower() is a full,
+ * context-dependent case mapping: Python does it): runs of the characters
+ * Python's re matches with \w in a str pattern (Py_UNICODE_ISALNUM, or
+ * '_'), each written as UTF-8, one space between words. Non-word characters
+ * (surrogates among them) separate words. buf needs 4 bytes per character
+ * (fewer for narrower kinds), starts len / 2 + 2 entries. */
+static size_t compact_unicode(int kind, const void *data, size_t len, unsigned char *buf, uint32_t *starts,
+                              size_t *buf_len)
+{
+    size_t n = 0, out = 0;
+    int prev = 0;
+    for (size_t i = 0; i < len; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int w = ch < 0x80 ? WORD[ch] : (int)Py_UNICODE_ISALNUM(ch);
+        if (w) {
+            if (!prev) {
+                if (n)
+                    buf[out++] = ' ';
+                starts[n++] = (uint32_t)out;
+            }
+            if (ch < 0x80) {
+                buf[out++] = (unsigned char)ch;
+            } else if (ch < 0x800) {
+                buf[out++] = (unsigned char)(0xC0 | (ch >> 6));
+                buf[out++] = (unsigned char)(0x80 | (ch & 0x3F));
+            } else if (ch < 0x10000) {
+                buf[out++] = (unsigned char)(0xE0 | (ch >> 12));
+                buf[out++] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+                buf[out++] = (unsigned char)(0x80 | (ch & 0x3F));
+            } else {
+                buf[out++] = (unsigned char)(0xF0 | (ch >> 18));
+                buf[out++] = (unsigned char)(0x80 | ((ch >> 12) & 0x3F));
+                buf[out++] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+                buf[out++] = (unsigned char)(0x80 | (ch & 0x3F));
+            }
+        }
+        prev = w;
+    }
+    *buf_len = out;
+    return n;
+}
+
+/* The words of `obj` (a str, lowercased already, or a bytes-like object read
+ * as the module comment says), compacted into a new buffer. */
+typedef struct {
+    unsigned char *buf;
+    uint32_t *starts;
+    size_t len;   /* bytes used in buf */
+    size_t n;     /* words */
+} Words;
+
+static void words_free(Words *w)
+{
+    PyMem_RawFree(w->buf);
+    PyMem_RawFree(w->starts);
+}
+
+static int words_of(PyObject *obj, Words *w)
+{
+    Py_buffer view = {0};
+    const void *data;
+    size_t len, size;
+    int kind = 0;
+    memset(w, 0, sizeof *w);
+    if (PyUnicode_Check(obj)) {
+        if (PyUnicode_READY(obj) < 0)
+            return -1;
+        len = (size_t)PyUnicode_GET_LENGTH(obj);
+        data = PyUnicode_DATA(obj);
+        kind = PyUnicode_IS_ASCII(obj) ? 0 : PyUnicode_KIND(obj);
+        size = kind == 0 ? len : kind == PyUnicode_1BYTE_KIND ? 2 * len : kind == PyUnicode_2BYTE_KIND ? 3 * len
+                                                                                                    : 4 * len;
+    } else {
+        if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+            return -1;
+        data = view.buf;
+        len = size = (size_t)view.len;
+    }
+    if (size >= UINT32_MAX) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "text too large for simhash (4 GiB of UTF-8 at most)");
+        return -1;
+    }
+    w->buf = PyMem_RawMalloc(size + 1);
+    w->starts = PyMem_RawMalloc(sizeof(uint32_t) * (len / 2 + 2));
+    if (w->buf == NULL || w->starts == NULL) {
+        words_free(w);
+        PyBuffer_Release(&view);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 0)
+        w->n = compact_words((const unsigned char *)data, len, w->buf, w->starts, &w->len);
+    else
+        w->n = compact_unicode(kind, data, len, w->buf, w->starts, &w->len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return 0;
+}
+
 static PyObject *speedups_simhash(PyObject *self, PyObject *args)
 {
-    Py_buffer view;
+    PyObject *obj;
     int shingle;
-    if (!PyArg_ParseTuple(args, "y*i:simhash", &view, &shingle))
+    Words w;
+    if (!PyArg_ParseTuple(args, "Oi:simhash", &obj, &shingle))
         return NULL;
     if (shingle < 1 || shingle > SHINGLE_MAX) {
-        PyBuffer_Release(&view);
         PyErr_Format(PyExc_ValueError, "shingle must be in 1..%d", SHINGLE_MAX);
         return NULL;
     }
-    size_t len = (size_t)view.len;
-    if (len > UINT32_MAX) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "simhash input larger than 4 GiB");
+    if (words_of(obj, &w) < 0)
         return NULL;
-    }
-    unsigned char *buf = PyMem_RawMalloc(len + 1);
-    uint32_t *starts = PyMem_RawMalloc(sizeof(uint32_t) * (len / 2 + 2));
-    if (buf == NULL || starts == NULL) {
-        PyMem_RawFree(buf);
-        PyMem_RawFree(starts);
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
     uint64_t fp;
     Py_BEGIN_ALLOW_THREADS
-    size_t buf_len;
-    size_t n = compact_words((const unsigned char *)view.buf, len, buf, starts, &buf_len);
-    fp = simhash_words(buf, buf_len, starts, n, (size_t)shingle);
+    fp = simhash_words(w.buf, w.len, w.starts, w.n, (size_t)shingle);
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(buf);
-    PyMem_RawFree(starts);
-    PyBuffer_Release(&view);
+    words_free(&w);
     return PyLong_FromUnsignedLongLong(fp);
+}
+
+static PyObject *speedups_words(PyObject *self, PyObject *obj)
+{
+    Words w;
+    if (words_of(obj, &w) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize((const char *)w.buf, (Py_ssize_t)w.len);
+    words_free(&w);
+    return out;
+}
+
+/* " ".join(text.split()), exactly: runs of Py_UNICODE_ISSPACE characters
+ * become one space, none at either end. Branch-free on ASCII like
+ * compact_words: a character is written always and kept when it is no
+ * space or the first space after a word. The result is built in the input's
+ * kind and handed to PyUnicode_FromKindAndData, which narrows it when the
+ * characters removed were the only wide ones (a str must be canonical). */
+#define COLLAPSE_LOOP(T)                                                          \
+    {                                                                             \
+        const T *in = (const T *)data;                                            \
+        T *o = (T *)buf;                                                          \
+        for (Py_ssize_t i = 0; i < len; i++) {                                    \
+            Py_UCS4 ch = in[i];                                                   \
+            unsigned sp = ch < 0x100 ? SPACE[ch] : (unsigned)Py_UNICODE_ISSPACE(ch); \
+            Py_UCS4 keep = (Py_UCS4)sp - 1u; /* all ones when ch is no space */   \
+            o[out] = (T)((ch & keep) | (' ' & ~keep));                            \
+            out += (sp ^ 1u) | (prev ^ 1u);                                        \
+            prev = sp;                                                            \
+        }                                                                         \
+    }
+
+static PyObject *speedups_collapse(PyObject *self, PyObject *obj)
+{
+    if (!PyUnicode_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "collapse() needs a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(obj) < 0)
+        return NULL;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(obj);
+    int kind = PyUnicode_KIND(obj);
+    const void *data = PyUnicode_DATA(obj);
+    void *buf = PyMem_Malloc((size_t)(len ? len : 1) * (size_t)kind);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t out = 0;
+    unsigned prev = 1; /* as if after a space: no space at the start */
+    if (kind == PyUnicode_1BYTE_KIND)
+        COLLAPSE_LOOP(Py_UCS1)
+    else if (kind == PyUnicode_2BYTE_KIND)
+        COLLAPSE_LOOP(Py_UCS2)
+    else
+        COLLAPSE_LOOP(Py_UCS4)
+    out -= out > 0 && prev; /* no space at the end */
+    PyObject *result = PyUnicode_FromKindAndData(kind, buf, out);
+    PyMem_Free(buf);
+    return result;
 }
 
 static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
@@ -260,6 +412,8 @@ static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
 static PyMethodDef speedups_methods[] = {
     {"simhash", speedups_simhash, METH_VARARGS,
      "simhash(data, shingle) -> int: 64-bit SimHash of the words of data (see the module source)."},
+    {"words", speedups_words, METH_O, "words(data) -> bytes: the words simhash() hashes, one space apart."},
+    {"collapse", speedups_collapse, METH_O, "collapse(text) -> str: ' '.join(text.split()), exactly."},
     {"xxh64", speedups_xxh64, METH_VARARGS, "xxh64(data) -> int: XXH64 of data with seed 0."},
     {NULL, NULL, 0, NULL},
 };

@@ -117,11 +117,7 @@ def simhash64(text: str, *, shingle: int = 3) -> int:
     if _simhash_native is None:
         return simhash64_py(text, shingle=shingle)
     _check_shingle(shingle)
-    text = text[:TEXT_CHARS_MAX]
-    if text.isascii():  # the C code lowercases and splits ASCII itself
-        return _simhash_native(text.encode("ascii"), shingle)
-    words = " ".join(_TOKEN.findall(text.lower()))
-    return _simhash_native(words.encode("utf-8", "surrogatepass"), shingle)
+    return _simhash_native(text[:TEXT_CHARS_MAX].lower(), shingle)
 
 
 def simhash64_py(text: str, *, shingle: int = 3) -> int:

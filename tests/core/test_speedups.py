@@ -142,3 +142,58 @@ def _error_fingerprint_as_defined(text: str, url: str) -> int:
                                "https://c.test/the/quick/brown"]))
 def test_error_fingerprint_fast_path_keeps_its_definition(text, url):
     assert error_fingerprint(text, url) == _error_fingerprint_as_defined(text, url)
+
+
+ALL_CODE_POINTS = "".join(map(chr, range(0x110000)))
+
+
+def test_native_words_are_the_regex_words_for_every_code_point():
+    """\\w as re defines it for str patterns, character by character: every
+    code point once, then every code point between two word characters."""
+    for text in (ALL_CODE_POINTS, "a".join(ALL_CODE_POINTS[::7]), " ".join(ALL_CODE_POINTS[::5])):
+        expected = " ".join(re.findall(r"\w+", text)).encode("utf-8", "surrogatepass")
+        assert speedups.words(text) == expected
+
+
+@PROPERTY
+@given(texts)
+def test_native_words_of_ascii_bytes_are_the_python_tokens(text):
+    ascii_text = text.encode("ascii", "replace")
+    assert speedups.words(ascii_text) == b" ".join(word_tokens(ascii_text.decode()))
+
+
+def test_native_collapse_is_split_and_join_for_every_code_point():
+    texts_ = [ALL_CODE_POINTS, " ".join(ALL_CODE_POINTS[::3]), "\u3000a\u3000", "\u2003é\u2003\U0001F642 ",
+              "ÿ\u2028x", "\x1c\x1d a \x85b\xa0", "", "   ", "x"]
+    for text in texts_:
+        out = speedups.collapse(text)
+        assert out == " ".join(text.split())  # == also compares the str kind: canonical
+        assert out.isascii() == " ".join(text.split()).isascii()
+
+
+@PROPERTY
+@given(st.one_of(texts, st.text(alphabet=" \t\n\r\x0b\x0c\x1c\xa0\u2003\u3000ab\u00e9\u4e00\U0001F642", max_size=60)))
+def test_native_collapse_equals_split_and_join(text):
+    assert speedups.collapse(text) == " ".join(text.split())
+
+
+def test_main_text_is_the_same_with_the_python_collapse(monkeypatch):
+    from courtly.core import maintext
+    from courtly.sim.model import SimWeb
+    from courtly.sim.page import render_page
+    from courtly.sim.webconfig import profile_config
+
+    web = SimWeb(profile_config("hostile", seed=3))
+    bodies = []
+    for name in list(web.manifest(8080, 1_700_000_000.0)["hosts"])[:12]:
+        lay = web.layout(name)
+        for path in lay.page_paths()[:6]:
+            res = lay.resolve(path)
+            if res.kind == "page":
+                bodies.append(render_page(lay, res.page, res.variant, 0, 8080))
+    bodies += [b"<p>caf\xc3\xa9\xc2\xa0 \xe3\x80\x80 word</p>" * 9, b"<main>\xe2\x80\x83x\xe2\x80\x83</main>"]
+    assert maintext._collapse is speedups.collapse
+    native = [maintext.main_text(b, "text/html; charset=utf-8") for b in bodies]
+    monkeypatch.setattr(maintext, "_collapse", maintext._collapse_py)
+    assert [maintext.main_text(b, "text/html; charset=utf-8") for b in bodies] == native
+    assert sum(map(len, native)) > 10_000
