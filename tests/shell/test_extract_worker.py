@@ -117,3 +117,37 @@ def test_a_failing_shared_parse_falls_back_to_separate_parses(monkeypatch):
 def test_non_html_gets_no_prints(content_type):
     reply = process_task(b"<html><a href=/x>x</a></html>", "http://a.test/", content_type, "", True, OPTIONS)
     assert decode_page(reply).prints is None and decode_page(reply).links == ()
+
+
+HEAP_PROBE = """
+import ctypes, sys
+from courtly.shell import extract_worker
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "tuned":
+    extract_worker._keep_freed_heap()
+blocks = [bytes(100_000) for _ in range(80)]   # 8 MB in heap blocks (under both mmap thresholds)
+del blocks
+print(libc.mallinfo2().arena)
+"""
+
+
+def test_the_worker_keeps_freed_heap_instead_of_returning_it_each_page():
+    """After 8 MB are freed, the tuned heap still holds them (the next page
+    reuses them); glibc's default trims the heap back (page faults later)."""
+    import ctypes
+    import subprocess
+    import sys
+
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("needs glibc >= 2.33 (mallinfo2)")
+    arena = {}
+    for mode in ("tuned", "default"):
+        out = subprocess.run([sys.executable, "-c", HEAP_PROBE, mode], capture_output=True, text=True, check=True)
+        arena[mode] = int(out.stdout)
+    assert arena["tuned"] >= 8_000_000 > arena["default"]
