@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from courtly.core import fingerprint
-from courtly.core.fingerprint import simhash64, simhash64_py, simhash64_tokens, word_tokens
+from courtly.core.fingerprint import simhash64, simhash64_py
 from courtly.core.soft404 import error_fingerprint
 
 speedups = pytest.importorskip("courtly.core._speedups", reason="C extension not built (no compiler?)")
@@ -87,12 +87,29 @@ def test_native_and_python_agree_on_any_text(text, shingle):
 
 
 @PROPERTY
-@given(st.lists(st.sampled_from(PIECES), max_size=60).map("".join), shingles)
-def test_native_tokens_path_agrees_with_python(text, shingle):
-    tokens = word_tokens(text)
-    native = simhash64_tokens(tokens, shingle=shingle)
-    assert native == fingerprint._simhash_tokens_py(tokens, shingle)
-    assert native == simhash64(text, shingle=shingle)
+@given(st.lists(st.sampled_from(PIECES), max_size=60).map("".join), shingles,
+       st.sets(st.sampled_from(["word", "x", "_", "42", "café", "σοφός", "i̇stanbul", "k", "nothere"]), max_size=5))
+def test_native_and_python_agree_when_words_are_left_out(text, shingle, drop):
+    native = simhash64(text, shingle=shingle, drop=drop)
+    assert native == simhash64_py(text, shingle=shingle, drop=drop)
+    kept = [t for t in re.findall(r"\w+", text.lower()) if t not in drop]
+    assert native == simhash64_py(" ".join(kept), shingle=shingle) or not text.isascii()
+
+
+def test_more_words_to_leave_out_than_the_c_code_takes_go_the_python_way():
+    text = " ".join(f"w{i}" for i in range(200))
+    drop = {f"w{i}" for i in range(0, 200, 2)}
+    assert len(drop) > fingerprint.DROP_NATIVE_MAX
+    expected = simhash64_py(" ".join(f"w{i}" for i in range(1, 200, 2)))
+    assert simhash64(text, drop=drop) == simhash64_py(text, drop=drop) == expected
+
+
+def test_the_c_code_checks_the_words_to_leave_out():
+    with pytest.raises(TypeError):
+        speedups.simhash("a b", 3, ("a",))
+    with pytest.raises(ValueError):
+        speedups.simhash("a b", 3, tuple(b"w%d" % i for i in range(fingerprint.DROP_NATIVE_MAX + 1)))
+    assert speedups.simhash("a b a", 1, (b"a",)) == speedups.simhash("b", 1)
 
 
 def test_native_reads_the_text_cap(monkeypatch):
@@ -106,7 +123,7 @@ def test_native_refuses_a_bad_shingle_like_python():
         with pytest.raises(ValueError):
             speedups.simhash(b"a b", bad)
         with pytest.raises(ValueError):
-            simhash64_tokens([b"a"], shingle=bad)
+            simhash64("a", shingle=bad, drop={"a"})
 
 
 def test_without_the_extension_the_python_path_gives_the_same_values(monkeypatch):
@@ -159,7 +176,7 @@ def test_native_words_are_the_regex_words_for_every_code_point():
 @given(texts)
 def test_native_words_of_ascii_bytes_are_the_python_tokens(text):
     ascii_text = text.encode("ascii", "replace")
-    assert speedups.words(ascii_text) == b" ".join(word_tokens(ascii_text.decode()))
+    assert speedups.words(ascii_text) == b" ".join(fingerprint._tokens(ascii_text.decode()))
 
 
 def test_native_collapse_is_split_and_join_for_every_code_point():

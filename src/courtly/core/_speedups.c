@@ -16,7 +16,9 @@
  * A shingle is `shingle` consecutive words joined by one space (all words
  * when there are no more than `shingle`); each shingle votes with the 64 bits
  * of its XXH64 (seed 0); bit b of the result is 1 when more than half of the
- * votes have bit b set. No words: 0.
+ * votes have bit b set. No words: 0. With `drop` (a tuple of at most
+ * DROP_MAX bytes), words equal to one of them are left out first (the
+ * soft-404 fingerprint leaves out the words of the requested URL).
  *
  * words(data) -> bytes: the words simhash() reads, one space apart (tests).
  * collapse(text) -> str: " ".join(text.split()), exactly (maintext).
@@ -32,6 +34,7 @@
 #include <string.h>
 
 #define SHINGLE_MAX 16
+#define DROP_MAX 64 /* words simhash() may be asked to leave out */
 
 /* ---------------------------------------------------------------- XXH64
  * The 64-bit xxHash of Yann Collet (https://github.com/Cyan4973/xxHash,
@@ -320,21 +323,66 @@ static int words_of(PyObject *obj, Words *w)
     return 0;
 }
 
+/* Remove from `w` the words equal to one of the `ndrop` words in `drop`
+ * (compacting the buffer in place; a word's end is the next word's start
+ * minus the space, read before that start can be overwritten). */
+static void words_drop(Words *w, const char *const *drop, const Py_ssize_t *drop_len, Py_ssize_t ndrop)
+{
+    size_t out = 0, m = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        size_t start = w->starts[i];
+        size_t end = i + 1 < w->n ? (size_t)w->starts[i + 1] - 1 : w->len;
+        size_t len = end - start;
+        int dropped = 0;
+        for (Py_ssize_t k = 0; k < ndrop && !dropped; k++)
+            dropped = (size_t)drop_len[k] == len && memcmp(drop[k], w->buf + start, len) == 0;
+        if (dropped)
+            continue;
+        if (m)
+            w->buf[out++] = ' ';
+        memmove(w->buf + out, w->buf + start, len);
+        w->starts[m++] = (uint32_t)out;
+        out += len;
+    }
+    w->n = m;
+    w->len = out;
+}
+
 static PyObject *speedups_simhash(PyObject *self, PyObject *args)
 {
-    PyObject *obj;
+    PyObject *obj, *drop = NULL;
     int shingle;
     Words w;
-    if (!PyArg_ParseTuple(args, "Oi:simhash", &obj, &shingle))
+    const char *drop_words[DROP_MAX];
+    Py_ssize_t drop_len[DROP_MAX], ndrop = 0;
+    if (!PyArg_ParseTuple(args, "Oi|O!:simhash", &obj, &shingle, &PyTuple_Type, &drop))
         return NULL;
     if (shingle < 1 || shingle > SHINGLE_MAX) {
         PyErr_Format(PyExc_ValueError, "shingle must be in 1..%d", SHINGLE_MAX);
         return NULL;
     }
+    if (drop != NULL) {
+        ndrop = PyTuple_GET_SIZE(drop);
+        if (ndrop > DROP_MAX) {
+            PyErr_Format(PyExc_ValueError, "at most %d words to drop", DROP_MAX);
+            return NULL;
+        }
+        for (Py_ssize_t k = 0; k < ndrop; k++) {
+            PyObject *item = PyTuple_GET_ITEM(drop, k);
+            if (!PyBytes_Check(item)) {
+                PyErr_SetString(PyExc_TypeError, "words to drop must be bytes");
+                return NULL;
+            }
+            drop_words[k] = PyBytes_AS_STRING(item);
+            drop_len[k] = PyBytes_GET_SIZE(item);
+        }
+    }
     if (words_of(obj, &w) < 0)
         return NULL;
     uint64_t fp;
     Py_BEGIN_ALLOW_THREADS
+    if (ndrop)
+        words_drop(&w, drop_words, drop_len, ndrop);
     fp = simhash_words(w.buf, w.len, w.starts, w.n, (size_t)shingle);
     Py_END_ALLOW_THREADS
     words_free(&w);
@@ -411,7 +459,8 @@ static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
 
 static PyMethodDef speedups_methods[] = {
     {"simhash", speedups_simhash, METH_VARARGS,
-     "simhash(data, shingle) -> int: 64-bit SimHash of the words of data (see the module source)."},
+     "simhash(data, shingle, drop=()) -> int: 64-bit SimHash of the words of data (see the module source),\n"
+     "leaving out the words equal to one in drop (a tuple of at most 64 UTF-8 bytes)."},
     {"words", speedups_words, METH_O, "words(data) -> bytes: the words simhash() hashes, one space apart."},
     {"collapse", speedups_collapse, METH_O, "collapse(text) -> str: ' '.join(text.split()), exactly."},
     {"xxh64", speedups_xxh64, METH_VARARGS, "xxh64(data) -> int: XXH64 of data with seed 0."},

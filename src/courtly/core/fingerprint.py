@@ -15,8 +15,8 @@ What it owns
   Two implementations, bit-identical (fingerprints are stored in crawl
   databases; the tests compare them): the compiled `courtly.core._speedups`
   (C, its own XXH64; built by ``pip install``, optional) when it imports
-  (`NATIVE`), else `simhash64_py`. `simhash64_tokens` takes tokens already
-  split (the soft-404 fingerprint's filtered words).
+  (`NATIVE`), else `simhash64_py`. ``drop=`` leaves words out first (the
+  soft-404 fingerprint leaves out the words of the requested URL).
 * `NearDupIndex`: fingerprints within `distance_max` bits, found by four
   table probes, never by a scan (below); near-duplicate clusters with a
   canonical representative; rows for persistence.
@@ -66,7 +66,7 @@ import hashlib
 import re
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 import xxhash
@@ -82,8 +82,6 @@ __all__ = [
     "payload_digest",
     "simhash64",
     "simhash64_py",
-    "simhash64_tokens",
-    "word_tokens",
     "hamming",
     "to_signed64",
     "from_signed64",
@@ -105,6 +103,7 @@ _ASCII_NON_WORD_TO_SPACE = bytes(
 ) + b" " * 128  # ASCII \w is [A-Za-z0-9_]
 _hash64 = xxhash.xxh64_intdigest
 NATIVE = _simhash_native is not None   # simhash64 runs the compiled code
+DROP_NATIVE_MAX = 64                   # more words to leave out: the Python path
 
 
 def payload_digest(content: bytes) -> str:
@@ -112,29 +111,28 @@ def payload_digest(content: bytes) -> str:
     return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
-def simhash64(text: str, *, shingle: int = 3) -> int:
-    """64-bit SimHash of `text` over `shingle`-word shingles (see module doc)."""
-    if _simhash_native is None:
-        return simhash64_py(text, shingle=shingle)
+def simhash64(text: str, *, shingle: int = 3, drop: Collection[str] = ()) -> int:
+    """64-bit SimHash of `text` over `shingle`-word shingles (see module doc).
+    Words equal to one in `drop` (lowercase ``\\w+`` tokens) are left out
+    before the shingles are formed."""
+    if _simhash_native is None or len(drop) > DROP_NATIVE_MAX:
+        return simhash64_py(text, shingle=shingle, drop=drop)
     _check_shingle(shingle)
-    return _simhash_native(text[:TEXT_CHARS_MAX].lower(), shingle)
+    low = text[:TEXT_CHARS_MAX].lower()
+    if not drop:
+        return _simhash_native(low, shingle)
+    return _simhash_native(low, shingle, tuple(d.encode("utf-8", "surrogatepass") for d in drop))
 
 
-def simhash64_py(text: str, *, shingle: int = 3) -> int:
+def simhash64_py(text: str, *, shingle: int = 3, drop: Collection[str] = ()) -> int:
     """`simhash64` in pure Python: the definition, and the fallback when the
     C extension is not built."""
     _check_shingle(shingle)
-    return _simhash_tokens_py(word_tokens(text[:TEXT_CHARS_MAX]), shingle)
-
-
-def simhash64_tokens(tokens: list[bytes], *, shingle: int = 3) -> int:
-    """SimHash of `tokens` as `word_tokens` returns them (lowercased ``\\w+``
-    runs, UTF-8), possibly filtered: ``simhash64(text)`` is
-    ``simhash64_tokens(word_tokens(text))`` for a text within `TEXT_CHARS_MAX`."""
-    _check_shingle(shingle)
-    if _simhash_native is None:
-        return _simhash_tokens_py(tokens, shingle)
-    return _simhash_native(b" ".join(tokens), shingle)
+    tokens = _tokens(text[:TEXT_CHARS_MAX])
+    if drop:
+        left_out = {d.encode("utf-8", "surrogatepass") for d in drop}
+        tokens = [t for t in tokens if t not in left_out]
+    return _simhash_tokens_py(tokens, shingle)
 
 
 def _check_shingle(shingle: int) -> None:
@@ -157,7 +155,7 @@ def _simhash_tokens_py(tokens: list[bytes], shingle: int) -> int:
     return _majority_bits(hashes.tobytes(), len(hashes))
 
 
-def word_tokens(text: str) -> list[bytes]:
+def _tokens(text: str) -> list[bytes]:
     """UTF-8 bytes of the ``\\w+`` runs of the lowercased text. ASCII text
     (the common case) takes a C-speed path with the same result."""
     low = text.lower()

@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from courtly.core.fingerprint import TEXT_CHARS_MAX, hamming, simhash64, simhash64_tokens, word_tokens
+from courtly.core.fingerprint import TEXT_CHARS_MAX, hamming, simhash64
 
 __all__ = ["Soft404Book", "error_fingerprint", "PROBE_PREFIX"]
 
@@ -55,8 +55,8 @@ def error_fingerprint(text: str, url: str) -> int:
     drop = set(_URL_TOKEN.findall(url.lower()))
     if text.isascii() and len(text) <= TEXT_CHARS_MAX:
         # the same value, without joining the words and splitting them again
-        drop_utf8 = {t.encode("utf-8", "surrogatepass") for t in drop}
-        return simhash64_tokens([t for t in word_tokens(text) if t not in drop_utf8], shingle=2)
+        # (lowercasing twice is lowercasing once only for ASCII)
+        return simhash64(text, shingle=2, drop=drop)
     kept = [t for t in _URL_TOKEN.findall(text.lower()) if t not in drop]
     return simhash64(" ".join(kept), shingle=2)
 
