@@ -10,14 +10,17 @@ Steps: `extract_links`, `main_text`, `simhash64` of the main text (the native
 path when `courtly.core._speedups` is built, and the pure-Python path),
 `error_fingerprint`, and the whole task as the worker runs it
 (`extract_worker.process_task`: links, prints, reply marshal), last again
-with the malloc settings a worker process makes (`_keep_freed_heap`). Pure CPU,
+with the malloc settings a worker process makes (`_keep_freed_heap`); first,
+the CPU a real pool's worker process spends per page (`--pool-rounds`). Pure CPU,
 bounded by the arguments; prints figures, writes nothing, asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import marshal
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +34,7 @@ from courtly.core.links import extract_links  # noqa: E402
 from courtly.core.maintext import main_text  # noqa: E402
 from courtly.core.soft404 import error_fingerprint  # noqa: E402
 from courtly.shell import extract_worker  # noqa: E402
+from courtly.shell.extract import ExtractPool  # noqa: E402
 from courtly.sim.model import SimWeb  # noqa: E402
 from courtly.sim.page import render_page  # noqa: E402
 from courtly.sim.webconfig import profile_config  # noqa: E402
@@ -74,12 +78,32 @@ def best_us(fn, items, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return best / len(items) * 1e6
 
 
+def _cpu_s(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def pool_us(pages: list[tuple[str, bytes]], rounds: int) -> float:
+    """CPU of one worker of a real `ExtractPool` (fingerprints on, no soft-404
+    print) per page, from /proc, after its start-up."""
+    async with ExtractPool(1, fingerprints=True, tasks_per_child=1 << 30) as pool:
+        await pool.submit(pages[0][1], pages[0][0], CT)
+        pid = pool._workers[0].pid
+        before = _cpu_s(pid)
+        for _ in range(rounds):
+            await asyncio.gather(*(pool.submit(body, url, CT, "", error_print=False) for url, body in pages))
+        return (_cpu_s(pid) - before) / (rounds * len(pages)) * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=400)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pool-rounds", type=int, default=5, help="passes over the pages through a real pool (0: skip)")
     args = ap.parse_args()
     pages = bench_pages(args.pages)
+    if args.pool_rounds > 0 and os.path.exists("/proc/self/stat"):
+        print(f"{'worker process of a pool, CPU from /proc':<44} {asyncio.run(pool_us(pages, args.pool_rounds)):>8.0f} us/page")
     texts = [(url, main_text(body, CT)) for url, body in pages]
     size = sum(len(b) for _, b in pages) / len(pages)
     print(f"{len(pages)} pages, {size / 1000:.1f} KB average, main text {sum(len(t) for _, t in texts) / len(texts):.0f}"
