@@ -12,6 +12,11 @@ What it owns
   a shingle's weight is its term frequency. A bit of the fingerprint is 1 when
   strictly more than half of the votes are 1. Deterministic across processes,
   machines and Python versions (never ``hash()``); the empty text is 0.
+  Two implementations, bit-identical (fingerprints are stored in crawl
+  databases; the tests compare them): the compiled `courtly.core._speedups`
+  (C, its own XXH64; built by ``pip install``, optional) when it imports
+  (`NATIVE`), else `simhash64_py`. ``drop=`` leaves words out first (the
+  soft-404 fingerprint leaves out the words of the requested URL).
 * `NearDupIndex`: fingerprints within `distance_max` bits, found by four
   table probes, never by a scan (below); near-duplicate clusters with a
   canonical representative; rows for persistence.
@@ -61,15 +66,22 @@ import hashlib
 import re
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 import xxhash
 
+try:  # the compiled SimHash (src/courtly/core/_speedups.c); optional
+    from courtly.core._speedups import simhash as _simhash_native
+except ImportError:  # pragma: no cover - built without a C compiler
+    _simhash_native = None
+
 __all__ = [
     "DISTANCE_MAX_PROBED",
+    "NATIVE",
     "payload_digest",
     "simhash64",
+    "simhash64_py",
     "hamming",
     "to_signed64",
     "from_signed64",
@@ -90,6 +102,8 @@ _ASCII_NON_WORD_TO_SPACE = bytes(
     v if chr(v).isalnum() or v == 0x5F else 0x20 for v in range(128)
 ) + b" " * 128  # ASCII \w is [A-Za-z0-9_]
 _hash64 = xxhash.xxh64_intdigest
+NATIVE = _simhash_native is not None   # simhash64 runs the compiled code
+DROP_NATIVE_MAX = 64                   # more words to leave out: the Python path
 
 
 def payload_digest(content: bytes) -> str:
@@ -97,11 +111,36 @@ def payload_digest(content: bytes) -> str:
     return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
-def simhash64(text: str, *, shingle: int = 3) -> int:
-    """64-bit SimHash of `text` over `shingle`-word shingles (see module doc)."""
+def simhash64(text: str, *, shingle: int = 3, drop: Collection[str] = ()) -> int:
+    """64-bit SimHash of `text` over `shingle`-word shingles (see module doc).
+    Words equal to one in `drop` (lowercase ``\\w+`` tokens) are left out
+    before the shingles are formed."""
+    if _simhash_native is None or len(drop) > DROP_NATIVE_MAX:
+        return simhash64_py(text, shingle=shingle, drop=drop)
+    _check_shingle(shingle)
+    low = text[:TEXT_CHARS_MAX].lower()
+    if not drop:
+        return _simhash_native(low, shingle)
+    return _simhash_native(low, shingle, tuple(d.encode("utf-8", "surrogatepass") for d in drop))
+
+
+def simhash64_py(text: str, *, shingle: int = 3, drop: Collection[str] = ()) -> int:
+    """`simhash64` in pure Python: the definition, and the fallback when the
+    C extension is not built."""
+    _check_shingle(shingle)
+    tokens = _tokens(text[:TEXT_CHARS_MAX])
+    if drop:
+        left_out = {d.encode("utf-8", "surrogatepass") for d in drop}
+        tokens = [t for t in tokens if t not in left_out]
+    return _simhash_tokens_py(tokens, shingle)
+
+
+def _check_shingle(shingle: int) -> None:
     if not 1 <= shingle <= SHINGLE_MAX:
         raise ValueError(f"shingle must be in 1..{SHINGLE_MAX}")
-    tokens = _tokens(text[:TEXT_CHARS_MAX])
+
+
+def _simhash_tokens_py(tokens: list[bytes], shingle: int) -> int:
     if not tokens:
         return 0
     if len(tokens) <= shingle:

@@ -73,11 +73,13 @@ __all__ = [
     "Link",
     "PageLinks",
     "ExtractFailed",
+    "ParsedHtml",
     "LINK_KINDS",
     "decode_html",
     "extract_links",
     "is_html",
     "nesting_depth",
+    "parse_html",
 ]
 
 LINK_KINDS = ("a", "area", "canonical", "alternate", "next", "prev", "refresh", "redirect")
@@ -456,12 +458,15 @@ def extract_links(
     x_robots_tag: str = "",
     user_agent_token: str = "courtly",
     links_max: int = 5000,
+    parsed: ParsedHtml | None = None,
 ) -> PageLinks:
     """Links, canonical, robots directives and title of one fetched page.
 
     Never raises on any input; a failure is reported in ``error`` with what
     was found before it. MemoryError alone propagates: it is the machine's
     state, not the page's, and the sandbox recycles its worker on it.
+    `parsed` is ``parse_html(body, content_type)`` when the caller parsed
+    the page already (to share the parse with `main_text`); it is only read.
     """
     empty = PageLinks()
     try:
@@ -470,7 +475,9 @@ def extract_links(
         empty = PageLinks(noindex=noindex, nofollow=nofollow)
         if not is_html(body, content_type or ""):
             return empty
-        return _extract(bytes(body), url, content_type or "", ua, max(0, links_max), empty)
+        if parsed is None:
+            parsed = parse_html(bytes(body), content_type or "")
+        return _extract(parsed, url, ua, max(0, links_max), empty)
     except MemoryError:
         raise
     except Exception as exc:
@@ -478,16 +485,27 @@ def extract_links(
         return PageLinks(noindex=empty.noindex, nofollow=empty.nofollow, error=error)
 
 
-def _parse(body: bytes, content_type: str) -> tuple[object, str | None]:
-    """The parsed tree, flat when the nesting is hostile (see module docstring)."""
+@dataclass(frozen=True, slots=True)
+class ParsedHtml:
+    """A page decoded and parsed once, for `extract_links` and then
+    `courtly.core.maintext.main_text` (which edits the tree: it goes last)."""
+
+    text: str            # the decoded page (`decode_html`)
+    tree: object         # Lexbor tree of `text`, or of its link tags alone when `flat`
+    flat: bool           # hostile nesting: `tree` holds only the link tags
+    error: str | None    # why the tree is flat
+
+
+def parse_html(body: bytes, content_type: str = "") -> ParsedHtml:
+    """Decode and parse `body`; flat when the nesting is hostile (see module
+    docstring). May raise on garbage: `extract_links` reports it."""
     text = decode_html(body, content_type)
-    error = None
     if text.count("<") > TAGS_FAST_MAX:
         depth = nesting_depth(text)
         if depth > DEPTH_MAX:
-            text = _flatten(text)
             error = f"nesting depth ~{depth} > {DEPTH_MAX}: parsed link tags only"
-    return _Parser(text, **_PARSE_OPTIONS), error
+            return ParsedHtml(text, _Parser(_flatten(text), **_PARSE_OPTIONS), True, error)
+    return ParsedHtml(text, _Parser(text, **_PARSE_OPTIONS), False, None)
 
 
 def _base(tree: object, url: str) -> str | None:
@@ -500,10 +518,8 @@ def _base(tree: object, url: str) -> str | None:
     return None
 
 
-def _extract(
-    body: bytes, url: str, content_type: str, ua: str, links_max: int, empty: PageLinks
-) -> PageLinks:
-    tree, error = _parse(body, content_type)
+def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, empty: PageLinks) -> PageLinks:
+    tree, error = parsed.tree, parsed.error
     base = _base(tree, url)
     scan = _Scan(_Resolver(base or url), ua, links_max, empty)
     for node in tree.css(_SELECTOR):  # type: ignore[attr-defined]

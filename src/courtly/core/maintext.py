@@ -11,9 +11,10 @@ How it works
    ``text/plain`` is decoded and whitespace-collapsed; any other type is "".
    At most `BODY_BYTES_MAX` bytes are read. Decoding is the one link
    extraction uses (BOM, Content-Type charset, ``<meta charset>``, UTF-8).
-2. Parse with selectolax's Lexbor engine. A page whose estimated nesting is
-   hostile (the same test and limits as `courtly.core.links`) is not parsed:
-   its tags are cut out by a linear regex instead.
+2. Parse with selectolax's Lexbor engine, or take the tree the caller
+   parsed for `extract_links` (`links.parse_html`). A page whose estimated
+   nesting is hostile (the same test and limits as `courtly.core.links`) is
+   not parsed: its tags are cut out by a linear regex instead.
 3. Drop, with their content: script, style, noscript, template, iframe, svg,
    canvas, form, button, select, nav, aside, and header/footer outside an
    ``<article>``; then elements whose class or id has a boilerplate word as a
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-from courtly.core.links import DEPTH_MAX, TAGS_FAST_MAX, decode_html, is_html, nesting_depth
+from courtly.core.links import DEPTH_MAX, TAGS_FAST_MAX, ParsedHtml, decode_html, is_html, nesting_depth
 
 try:
     from selectolax.lexbor import LexborHTMLParser as _Parser
@@ -54,6 +55,11 @@ try:
     _PARSE_OPTIONS = {"options": int(_Options.WO_EVENTS)}
 except (ImportError, AttributeError):  # pragma: no cover - older selectolax
     _PARSE_OPTIONS = {}
+
+try:
+    from courtly.core._speedups import collapse as _collapse_native
+except ImportError:  # pragma: no cover - built without a C compiler
+    _collapse_native = None
 
 __all__ = ["main_text", "BOILERPLATE_WORDS", "BODY_BYTES_MAX", "TEXT_CHARS_MAX"]
 
@@ -98,24 +104,37 @@ _ENTITY = re.compile(r"&(amp|lt|gt|quot|nbsp|#39);")
 _ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "nbsp": " ", "#39": "'"}
 
 
-def main_text(body: bytes, content_type: str = "") -> str:
-    """The main text of `body` (see module docstring); "" when there is none."""
+def main_text(body: bytes, content_type: str = "", *, parsed: ParsedHtml | None = None) -> str:
+    """The main text of `body` (see module docstring); "" when there is none.
+
+    `parsed` is ``links.parse_html(body, content_type)`` when the caller
+    parsed the page already (the extraction worker shares one parse with
+    `extract_links`); its tree is edited here, so nothing may read it after.
+    """
     try:
-        return _main_text(body[:BODY_BYTES_MAX], content_type)[:TEXT_CHARS_MAX]
+        if len(body) > BODY_BYTES_MAX:
+            body, parsed = body[:BODY_BYTES_MAX], None  # `parsed` holds the whole body
+        return _main_text(body, content_type, parsed)[:TEXT_CHARS_MAX]
     except Exception:  # noqa: BLE001 - garbage in, no text out
         return ""
 
 
-def _main_text(body: bytes, content_type: str) -> str:
+def _main_text(body: bytes, content_type: str, parsed: ParsedHtml | None) -> str:
     media = content_type.split(";", 1)[0].strip().lower()
     if media == "text/plain":
         return _collapse(decode_html(body, content_type))
     if not is_html(body, content_type):
         return ""
-    text = decode_html(body, content_type)
-    if text.count("<") > TAGS_FAST_MAX and nesting_depth(text) > DEPTH_MAX:
-        return _flat_text(text)
-    tree = _Parser(text, **_PARSE_OPTIONS)
+    if parsed is not None:
+        text = parsed.text
+        if parsed.flat:
+            return _flat_text(text)
+        tree = parsed.tree
+    else:
+        text = decode_html(body, content_type)
+        if text.count("<") > TAGS_FAST_MAX and nesting_depth(text) > DEPTH_MAX:
+            return _flat_text(text)
+        tree = _Parser(text, **_PARSE_OPTIONS)
     tree.strip_tags(_DROP_TAGS)
     for node in tree.css("header, footer"):
         if not _inside_article(node):
@@ -197,8 +216,12 @@ def _inside_article(node) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-def _collapse(text: str) -> str:
+def _collapse_py(text: str) -> str:
     return " ".join(text.split())
+
+
+# the same in C (courtly.core._speedups, when built): ~5x faster on a 30 KB text
+_collapse = _collapse_native or _collapse_py
 
 
 def _flat_text(text: str) -> str:

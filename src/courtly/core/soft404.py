@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from courtly.core.fingerprint import hamming, simhash64
+from courtly.core.fingerprint import TEXT_CHARS_MAX, hamming, simhash64
 
 __all__ = ["Soft404Book", "error_fingerprint", "PROBE_PREFIX"]
 
@@ -53,6 +53,10 @@ _HONEST, _SOFT, _UNKNOWN, _GAVE_UP = "honest", "soft", "unknown", "gave_up"
 def error_fingerprint(text: str, url: str) -> int:
     """SimHash (word pairs) of `text` without the tokens of `url`."""
     drop = set(_URL_TOKEN.findall(url.lower()))
+    if text.isascii() and len(text) <= TEXT_CHARS_MAX:
+        # the same value, without joining the words and splitting them again
+        # (lowercasing twice is lowercasing once only for ASCII)
+        return simhash64(text, shingle=2, drop=drop)
     kept = [t for t in _URL_TOKEN.findall(text.lower()) if t not in drop]
     return simhash64(" ".join(kept), shingle=2)
 

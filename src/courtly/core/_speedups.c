@@ -1,0 +1,480 @@
+/* courtly.core._speedups: compiled helpers for courtly.core, bit-identical
+ * to the pure-Python code they stand in for (the tests compare them).
+ *
+ * simhash(data, shingle) -> int computes exactly what the pure-Python
+ * `fingerprint.simhash64_py` computes (see the module docstring of
+ * fingerprint.py: fingerprints are stored in crawl databases, so the two
+ * must agree bit for bit). `data` is either
+ *   - a str, lowercased already (str.lower() is a full, context-dependent
+ *     case mapping; Python does it): its words are the runs of characters
+ *     re's \w matches in a str pattern (Py_UNICODE_ISALNUM, or '_'), as
+ *     UTF-8; or
+ *   - a bytes-like object: a byte in [A-Za-z0-9_] belongs to a word (A-Z
+ *     read as a-z), any other byte below 0x80 separates words, a byte >= 0x80
+ *     belongs to a word. ASCII text as it is, or the UTF-8 of \w+ tokens
+ *     joined by spaces, give the words Python's tokeniser gives.
+ * A shingle is `shingle` consecutive words joined by one space (all words
+ * when there are no more than `shingle`); each shingle votes with the 64 bits
+ * of its XXH64 (seed 0); bit b of the result is 1 when more than half of the
+ * votes have bit b set. No words: 0. With `drop` (a tuple of at most
+ * DROP_MAX bytes), words equal to one of them are left out first (the
+ * soft-404 fingerprint leaves out the words of the requested URL).
+ *
+ * words(data) -> bytes: the words simhash() reads, one space apart (tests).
+ * collapse(text) -> str: " ".join(text.split()), exactly (maintext).
+ * xxh64(data) -> int: XXH64, seed 0 (tests).
+ *
+ * Pure: no I/O, no global state after import; the GIL is released while
+ * words are split and hashed.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SHINGLE_MAX 16
+#define DROP_MAX 64 /* words simhash() may be asked to leave out */
+
+/* ---------------------------------------------------------------- XXH64
+ * The 64-bit xxHash of Yann Collet (https://github.com/Cyan4973/xxHash,
+ * doc/xxhash_spec.md), seed 0 only; inputs are read little-endian. */
+
+static const uint64_t P1 = 0x9E3779B185EBCA87ULL;
+static const uint64_t P2 = 0xC2B2AE3D27D4EB4FULL;
+static const uint64_t P3 = 0x165667B19E3779F9ULL;
+static const uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
+static const uint64_t P5 = 0x27D4EB2F165667C5ULL;
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t read64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline uint32_t read32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
+static inline uint64_t xxh_round(uint64_t acc, uint64_t input)
+{
+    acc += input * P2;
+    acc = rotl64(acc, 31);
+    return acc * P1;
+}
+
+static inline uint64_t xxh_merge(uint64_t acc, uint64_t val)
+{
+    acc ^= xxh_round(0, val);
+    return acc * P1 + P4;
+}
+
+static uint64_t xxh64(const unsigned char *p, size_t len)
+{
+    const unsigned char *end = p + len;
+    uint64_t h;
+    if (len >= 32) {
+        const unsigned char *limit = end - 32;
+        uint64_t v1 = P1 + P2, v2 = P2, v3 = 0, v4 = 0 - P1;
+        do {
+            v1 = xxh_round(v1, read64(p));
+            v2 = xxh_round(v2, read64(p + 8));
+            v3 = xxh_round(v3, read64(p + 16));
+            v4 = xxh_round(v4, read64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
+        h = xxh_merge(h, v1);
+        h = xxh_merge(h, v2);
+        h = xxh_merge(h, v3);
+        h = xxh_merge(h, v4);
+    } else {
+        h = P5;
+    }
+    h += (uint64_t)len;
+    while (p + 8 <= end) {
+        h ^= xxh_round(0, read64(p));
+        h = rotl64(h, 27) * P1 + P4;
+        p += 8;
+    }
+    if (p + 4 <= end) {
+        h ^= (uint64_t)read32(p) * P1;
+        h = rotl64(h, 23) * P2 + P3;
+        p += 4;
+    }
+    while (p < end) {
+        h ^= (uint64_t)(*p) * P5;
+        h = rotl64(h, 11) * P1;
+        p++;
+    }
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ---------------------------------------------------------------- SimHash */
+
+/* WORD[c]: 1 when byte c is part of a word; OUT[c]: what the compacted
+ * text holds for it (A-Z lowercased, a separator becomes a space). */
+static unsigned char WORD[256];
+static unsigned char OUT[256];
+static unsigned char SPACE[256]; /* Py_UNICODE_ISSPACE of the Latin-1 characters */
+
+static void init_tables(void)
+{
+    for (int c = 0; c < 256; c++) {
+        int word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'
+                   || c >= 0x80;
+        WORD[c] = (unsigned char)word;
+        OUT[c] = (unsigned char)(!word ? ' ' : (c >= 'A' && c <= 'Z') ? c + 32 : c);
+    }
+    for (int c = 0; c < 256; c++)
+        SPACE[c] = (unsigned char)(Py_UNICODE_ISSPACE(c) ? 1 : 0);
+}
+
+/* Per-bit vote counts: eight accumulators hold, in byte lane j of acc[k],
+ * the count of bit 8j+k; they are flushed to `counts` before a lane can
+ * overflow (255 additions). */
+typedef struct {
+    uint64_t acc[8];
+    uint64_t counts[64];
+    unsigned pending;
+} Votes;
+
+static void votes_flush(Votes *v)
+{
+    for (int k = 0; k < 8; k++) {
+        uint64_t a = v->acc[k];
+        for (int j = 0; j < 8; j++)
+            v->counts[8 * j + k] += (a >> (8 * j)) & 0xFF;
+        v->acc[k] = 0;
+    }
+    v->pending = 0;
+}
+
+static inline void votes_add(Votes *v, uint64_t h)
+{
+    const uint64_t ones = 0x0101010101010101ULL;
+    for (int k = 0; k < 8; k++)
+        v->acc[k] += (h >> k) & ones;
+    if (++v->pending == 255)
+        votes_flush(v);
+}
+
+/* Copy the words of data[0:len] into buf (lowercased, one space between
+ * words); starts[i] is where word i begins in buf. Returns the word count;
+ * *buf_len receives the length of the compacted text. Branch-free: words
+ * are short, so branching on every word boundary mispredicts a lot. A byte
+ * is written always and kept (out advances) when it is a word byte or the
+ * first separator after a word; starts[n] is written always and kept when a
+ * word begins. buf needs len + 1 bytes, starts len / 2 + 2 entries. */
+static size_t compact_words(const unsigned char *data, size_t len, unsigned char *buf, uint32_t *starts,
+                            size_t *buf_len)
+{
+    size_t n = 0, out = 0;
+    unsigned prev = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = data[i];
+        unsigned w = WORD[c];
+        buf[out] = OUT[c];
+        starts[n] = (uint32_t)out;
+        n += w & (prev ^ 1u);
+        out += w | prev;
+        prev = w;
+    }
+    *buf_len = out - (out > 0 && !prev); /* drop a trailing space */
+    return n;
+}
+
+static uint64_t simhash_words(const unsigned char *buf, size_t buf_len, const uint32_t *starts, size_t n,
+                              size_t shingle)
+{
+    if (n == 0)
+        return 0;
+    size_t grams = n <= shingle ? 1 : n - shingle + 1;
+    Votes v;
+    memset(&v, 0, sizeof v);
+    for (size_t i = 0; i < grams; i++) {
+        size_t last = i + shingle; /* first word after the shingle */
+        size_t stop = last >= n ? buf_len : (size_t)starts[last] - 1;
+        votes_add(&v, xxh64(buf + starts[i], stop - starts[i]));
+    }
+    votes_flush(&v);
+    uint64_t fp = 0;
+    for (int b = 0; b < 64; b++)
+        if (2 * v.counts[b] > (uint64_t)grams)
+            fp |= (uint64_t)1 << b;
+    return fp;
+}
+
+/* The words of a str that is lowercased already (str.lower() is a full,
+ * context-dependent case mapping: Python does it): runs of the characters
+ * Python's re matches with \w in a str pattern (Py_UNICODE_ISALNUM, or
+ * '_'), each written as UTF-8, one space between words. Non-word characters
+ * (surrogates among them) separate words. buf needs 4 bytes per character
+ * (fewer for narrower kinds), starts len / 2 + 2 entries. */
+static size_t compact_unicode(int kind, const void *data, size_t len, unsigned char *buf, uint32_t *starts,
+                              size_t *buf_len)
+{
+    size_t n = 0, out = 0;
+    int prev = 0;
+    for (size_t i = 0; i < len; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int w = ch < 0x80 ? WORD[ch] : (int)Py_UNICODE_ISALNUM(ch);
+        if (w) {
+            if (!prev) {
+                if (n)
+                    buf[out++] = ' ';
+                starts[n++] = (uint32_t)out;
+            }
+            if (ch < 0x80) {
+                buf[out++] = (unsigned char)ch;
+            } else if (ch < 0x800) {
+                buf[out++] = (unsigned char)(0xC0 | (ch >> 6));
+                buf[out++] = (unsigned char)(0x80 | (ch & 0x3F));
+            } else if (ch < 0x10000) {
+                buf[out++] = (unsigned char)(0xE0 | (ch >> 12));
+                buf[out++] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+                buf[out++] = (unsigned char)(0x80 | (ch & 0x3F));
+            } else {
+                buf[out++] = (unsigned char)(0xF0 | (ch >> 18));
+                buf[out++] = (unsigned char)(0x80 | ((ch >> 12) & 0x3F));
+                buf[out++] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+                buf[out++] = (unsigned char)(0x80 | (ch & 0x3F));
+            }
+        }
+        prev = w;
+    }
+    *buf_len = out;
+    return n;
+}
+
+/* The words of `obj` (a str, lowercased already, or a bytes-like object read
+ * as the module comment says), compacted into a new buffer. */
+typedef struct {
+    unsigned char *buf;
+    uint32_t *starts;
+    size_t len;   /* bytes used in buf */
+    size_t n;     /* words */
+} Words;
+
+static void words_free(Words *w)
+{
+    PyMem_RawFree(w->buf);
+    PyMem_RawFree(w->starts);
+}
+
+static int words_of(PyObject *obj, Words *w)
+{
+    Py_buffer view = {0};
+    const void *data;
+    size_t len, size;
+    int kind = 0;
+    memset(w, 0, sizeof *w);
+    if (PyUnicode_Check(obj)) {
+        if (PyUnicode_READY(obj) < 0)
+            return -1;
+        len = (size_t)PyUnicode_GET_LENGTH(obj);
+        data = PyUnicode_DATA(obj);
+        kind = PyUnicode_IS_ASCII(obj) ? 0 : PyUnicode_KIND(obj);
+        size = kind == 0 ? len : kind == PyUnicode_1BYTE_KIND ? 2 * len : kind == PyUnicode_2BYTE_KIND ? 3 * len
+                                                                                                    : 4 * len;
+    } else {
+        if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+            return -1;
+        data = view.buf;
+        len = size = (size_t)view.len;
+    }
+    if (size >= UINT32_MAX) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "text too large for simhash (4 GiB of UTF-8 at most)");
+        return -1;
+    }
+    w->buf = PyMem_RawMalloc(size + 1);
+    w->starts = PyMem_RawMalloc(sizeof(uint32_t) * (len / 2 + 2));
+    if (w->buf == NULL || w->starts == NULL) {
+        words_free(w);
+        PyBuffer_Release(&view);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 0)
+        w->n = compact_words((const unsigned char *)data, len, w->buf, w->starts, &w->len);
+    else
+        w->n = compact_unicode(kind, data, len, w->buf, w->starts, &w->len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return 0;
+}
+
+/* Remove from `w` the words equal to one of the `ndrop` words in `drop`
+ * (compacting the buffer in place; a word's end is the next word's start
+ * minus the space, read before that start can be overwritten). */
+static void words_drop(Words *w, const char *const *drop, const Py_ssize_t *drop_len, Py_ssize_t ndrop)
+{
+    size_t out = 0, m = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        size_t start = w->starts[i];
+        size_t end = i + 1 < w->n ? (size_t)w->starts[i + 1] - 1 : w->len;
+        size_t len = end - start;
+        int dropped = 0;
+        for (Py_ssize_t k = 0; k < ndrop && !dropped; k++)
+            dropped = (size_t)drop_len[k] == len && memcmp(drop[k], w->buf + start, len) == 0;
+        if (dropped)
+            continue;
+        if (m)
+            w->buf[out++] = ' ';
+        memmove(w->buf + out, w->buf + start, len);
+        w->starts[m++] = (uint32_t)out;
+        out += len;
+    }
+    w->n = m;
+    w->len = out;
+}
+
+static PyObject *speedups_simhash(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *drop = NULL;
+    int shingle;
+    Words w;
+    const char *drop_words[DROP_MAX];
+    Py_ssize_t drop_len[DROP_MAX], ndrop = 0;
+    if (!PyArg_ParseTuple(args, "Oi|O!:simhash", &obj, &shingle, &PyTuple_Type, &drop))
+        return NULL;
+    if (shingle < 1 || shingle > SHINGLE_MAX) {
+        PyErr_Format(PyExc_ValueError, "shingle must be in 1..%d", SHINGLE_MAX);
+        return NULL;
+    }
+    if (drop != NULL) {
+        ndrop = PyTuple_GET_SIZE(drop);
+        if (ndrop > DROP_MAX) {
+            PyErr_Format(PyExc_ValueError, "at most %d words to drop", DROP_MAX);
+            return NULL;
+        }
+        for (Py_ssize_t k = 0; k < ndrop; k++) {
+            PyObject *item = PyTuple_GET_ITEM(drop, k);
+            if (!PyBytes_Check(item)) {
+                PyErr_SetString(PyExc_TypeError, "words to drop must be bytes");
+                return NULL;
+            }
+            drop_words[k] = PyBytes_AS_STRING(item);
+            drop_len[k] = PyBytes_GET_SIZE(item);
+        }
+    }
+    if (words_of(obj, &w) < 0)
+        return NULL;
+    uint64_t fp;
+    Py_BEGIN_ALLOW_THREADS
+    if (ndrop)
+        words_drop(&w, drop_words, drop_len, ndrop);
+    fp = simhash_words(w.buf, w.len, w.starts, w.n, (size_t)shingle);
+    Py_END_ALLOW_THREADS
+    words_free(&w);
+    return PyLong_FromUnsignedLongLong(fp);
+}
+
+static PyObject *speedups_words(PyObject *self, PyObject *obj)
+{
+    Words w;
+    if (words_of(obj, &w) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize((const char *)w.buf, (Py_ssize_t)w.len);
+    words_free(&w);
+    return out;
+}
+
+/* " ".join(text.split()), exactly: runs of Py_UNICODE_ISSPACE characters
+ * become one space, none at either end. Branch-free on ASCII like
+ * compact_words: a character is written always and kept when it is no
+ * space or the first space after a word. The result is built in the input's
+ * kind and handed to PyUnicode_FromKindAndData, which narrows it when the
+ * characters removed were the only wide ones (a str must be canonical). */
+#define COLLAPSE_LOOP(T)                                                          \
+    {                                                                             \
+        const T *in = (const T *)data;                                            \
+        T *o = (T *)buf;                                                          \
+        for (Py_ssize_t i = 0; i < len; i++) {                                    \
+            Py_UCS4 ch = in[i];                                                   \
+            unsigned sp = ch < 0x100 ? SPACE[ch] : (unsigned)Py_UNICODE_ISSPACE(ch); \
+            Py_UCS4 keep = (Py_UCS4)sp - 1u; /* all ones when ch is no space */   \
+            o[out] = (T)((ch & keep) | (' ' & ~keep));                            \
+            out += (sp ^ 1u) | (prev ^ 1u);                                        \
+            prev = sp;                                                            \
+        }                                                                         \
+    }
+
+static PyObject *speedups_collapse(PyObject *self, PyObject *obj)
+{
+    if (!PyUnicode_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "collapse() needs a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(obj) < 0)
+        return NULL;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(obj);
+    int kind = PyUnicode_KIND(obj);
+    const void *data = PyUnicode_DATA(obj);
+    void *buf = PyMem_Malloc((size_t)(len ? len : 1) * (size_t)kind);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t out = 0;
+    unsigned prev = 1; /* as if after a space: no space at the start */
+    if (kind == PyUnicode_1BYTE_KIND)
+        COLLAPSE_LOOP(Py_UCS1)
+    else if (kind == PyUnicode_2BYTE_KIND)
+        COLLAPSE_LOOP(Py_UCS2)
+    else
+        COLLAPSE_LOOP(Py_UCS4)
+    out -= out > 0 && prev; /* no space at the end */
+    PyObject *result = PyUnicode_FromKindAndData(kind, buf, out);
+    PyMem_Free(buf);
+    return result;
+}
+
+static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*:xxh64", &view))
+        return NULL;
+    uint64_t h = xxh64((const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"simhash", speedups_simhash, METH_VARARGS,
+     "simhash(data, shingle, drop=()) -> int: 64-bit SimHash of the words of data (see the module source),\n"
+     "leaving out the words equal to one in drop (a tuple of at most 64 UTF-8 bytes)."},
+    {"words", speedups_words, METH_O, "words(data) -> bytes: the words simhash() hashes, one space apart."},
+    {"collapse", speedups_collapse, METH_O, "collapse(text) -> str: ' '.join(text.split()), exactly."},
+    {"xxh64", speedups_xxh64, METH_VARARGS, "xxh64(data) -> int: XXH64 of data with seed 0."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "courtly.core._speedups",
+    "Compiled SimHash for courtly.core.fingerprint (bit-identical to the pure-Python path).", -1,
+    speedups_methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    init_tables();
+    return PyModule_Create(&speedups_module);
+}
