@@ -271,6 +271,19 @@ def test_normalize_is_idempotent(url: str) -> None:
     assert normalize_url(once) == once
 
 
+@settings(max_examples=600, deadline=None)
+@given(_urls())
+def test_host_of_a_normalized_url_is_its_split_origin_host(url: str) -> None:
+    from courtly.core.urls import host_of_normalized
+
+    try:
+        once = normalize_url(url)
+    except UrlError:
+        assume(False)
+        return
+    assert host_of_normalized(once) == split_origin(once).host
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60))
 def test_normalize_is_idempotent_on_arbitrary_text(tail: str) -> None:

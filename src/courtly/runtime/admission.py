@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Iterable
 
 from courtly.core.types import Reason, UrlItem
 from courtly.runtime.budget import LOW_BAND
-from courtly.core.urls import UrlError, normalize_url, politeness_key, registered_domain, resolve_url, split_origin
+from courtly.core.urls import (
+    UrlError,
+    host_of_normalized,
+    normalize_url,
+    politeness_key,
+    registered_domain,
+    resolve_url,
+    split_origin,
+)
 
 if TYPE_CHECKING:
     from courtly.runtime.crawler import Crawler
@@ -104,7 +112,7 @@ class Admission:
             return False
         c.seen.add(url)
         self._pending.add(url)
-        host = split_origin(url).host
+        host = host_of_normalized(url)
         key = politeness_key(host, c.cfg.crawl.politeness_key)
         purge = c.takedowns.match(url)
         if purge is not None:     # a takedown: never queued again
