@@ -126,6 +126,7 @@ def _permits(allowed_networks: tuple[str, ...], ip: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_public_address(ip: str) -> bool:
     """True when `ip` is a globally routable unicast address. Garbage is not public."""
     addr = parse_ip(ip)
