@@ -580,13 +580,15 @@ _ODD = st.sampled_from(["", ":8080", "?b=2&a=1", "?jsessionid=1", ";sid=2", "%41
 
 
 @settings(max_examples=400, deadline=None)
-@given(scheme=st.sampled_from(["http", "https"]), host=_NAME_HOST, path=_PATH, odd=_ODD)
-def test_surt_keys_equal_the_surt_librarys(scheme: str, host: str, path: str, odd: str) -> None:
+@given(scheme=st.sampled_from(["http", "https"]), host=_NAME_HOST,
+       port=st.sampled_from(["", ":80", ":443", ":8080", ":38285", ":0", ":080", ":65535", ":99999"]),
+       path=_PATH, odd=_ODD)
+def test_surt_keys_equal_the_surt_librarys(scheme: str, host: str, port: str, path: str, odd: str) -> None:
     import surt
 
     from courtly.shell.warc_index import _surt_key
 
-    url = f"{scheme}://{host}{path}{odd}"
+    url = f"{scheme}://{host}{port}{path}{odd}"
     try:
         expected = surt.surt(url)
     except Exception:  # noqa: BLE001 - the index falls back to the URL itself
@@ -598,6 +600,8 @@ def test_surt_keys_equal_the_surt_librarys(scheme: str, host: str, path: str, od
     "https://www.acme1.test/blog/7/Some-Article", "http://www2.example.com/", "http://example.com",
     "https://acme1.test/x/", "https://www.example.co.uk/a-b_c.d~e", "https://awww.example.com/a",
     "https://1.2.3.4/a", "https://0x7f.1/", "http://123/", "https://xn--bcher-kva.example/",
+    "http://blog.acme1.test:38285/about/bribapa-4.html", "http://www.acme1.test:80/", "https://x.test:443/a/",
+    "https://x.test:80/", "http://x.test:443/",
 ])
 def test_surt_keys_of_common_and_tricky_urls(url: str) -> None:
     import surt

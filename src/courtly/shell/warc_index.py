@@ -133,8 +133,8 @@ def _cdxj_lines(entries: list[IndexEntry], filename: str) -> list[str]:
 
 
 # An http(s) URL with a plain name (last label starts with a letter: never an
-# IP literal), no port, no query, no escape and no dot or empty path segment.
-_PLAIN_URL = re.compile(r"https?://((?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*)(/[A-Za-z0-9_~/.-]*)?")
+# IP literal), no default port, no query, no escape, no dot or empty path segment.
+_PLAIN_URL = re.compile(r"https?://((?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*)(:[1-9][0-9]{0,4})?(/[A-Za-z0-9_~/.-]*)?")
 _WWW = re.compile(r"www\d*\.")
 
 
@@ -145,15 +145,17 @@ def _surt_key(url: str) -> str:
     paid for every record when a WARC file is finished."""
     m = _PLAIN_URL.fullmatch(url)
     if m is not None:
-        path = m.group(2) or "/"
-        if "//" not in path and "/." not in path:
+        port = m.group(2) or ""
+        path = m.group(3) or "/"
+        if "//" not in path and "/." not in path and port not in (":80", ":443") \
+                and (not port or int(port[1:]) <= 65535):
             host = m.group(1)
             www = _WWW.match(host)
             if www is not None:
                 host = host[www.end():]
             if len(path) > 1 and path.endswith("/"):
                 path = path[:-1]
-            return ",".join(reversed(host.split("."))) + ")" + path.lower()
+            return ",".join(reversed(host.split("."))) + port + ")" + path.lower()
     try:
         return _surt.surt(url)
     except Exception:  # noqa: BLE001 - same fallback as cdxj-indexer
