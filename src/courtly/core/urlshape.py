@@ -21,6 +21,7 @@ guard sees URLs that were parsed and normalised before).
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = [
@@ -64,6 +65,17 @@ def query_template(query: str) -> str:
 
 
 def _segment_template(segment: str) -> str:
+    # Segments repeat (section names, slugs, file names): short ones are
+    # remembered, at most 32k of at most 128 characters (~8 MB).
+    return _short_segment_template(segment) if len(segment) <= 128 else _shape(segment)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _short_segment_template(segment: str) -> str:
+    return _shape(segment)
+
+
+def _shape(segment: str) -> str:
     if _ANY_DIGIT.search(segment) is None:
         return segment if len(segment) <= 64 else "{long}"  # words stay (no id without a digit)
     if segment.isdigit():
