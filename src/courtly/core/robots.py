@@ -93,6 +93,7 @@ SITEMAPS_MAX = 1_000
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _LITERAL = _UNRESERVED | frozenset(":/?#[]@!&'()+,;=")  # reserved except * and $
 _HEX = frozenset("0123456789abcdefABCDEF")
+_LITERAL_CHARS = "".join(sorted(_LITERAL - {"%"}))
 _LINE_RE = re.compile(r"\r\n|\r|\n")
 _TOKEN_RE = re.compile(r"[A-Za-z_-]+")
 _STAR_RE = re.compile(r"\*(?:\s|$)")
@@ -111,6 +112,8 @@ _KEYS = {
 
 def _normalize(text: str, pattern: bool) -> str:
     """The comparison form of a path (pattern=False) or a rule pattern."""
+    if not text.strip(_LITERAL_CHARS):
+        return text   # literal characters only, no escape: unchanged (most paths)
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
