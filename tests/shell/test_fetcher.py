@@ -78,6 +78,7 @@ def test_request_carries_user_agent_accept_encoding_and_caller_headers():
 
     r, s = run(go())
     assert r.status == 304 and r.error is None and r.body == b"" and r.content == b""
+    assert r.response_head == b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n" and r.headers["etag"] == '"v1"'
     sent = s.requests[0]
     assert r.request_head == sent  # reconstructed byte for byte
     assert sent.startswith(b"GET /a?b=1 HTTP/1.1\r\n")

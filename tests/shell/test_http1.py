@@ -335,3 +335,26 @@ def test_request_head_is_exactly_what_was_sent():
     assert [plain.request_head, custom.request_head] == s.requests
     assert plain.request_head.startswith(b"GET /p?q=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % s.port)
     assert b"\r\naccept: text/plain\r\n" in custom.request_head and b"Accept: text/html" not in custom.request_head
+
+
+def test_responses_without_body_keep_their_head_and_the_connection():
+    heads = [b"HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", b"HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n\r\n",
+             b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+
+    async def answers(server, reader, writer):
+        for head in heads:
+            await server.read_request(reader)
+            writer.write(head)
+        await server.read_request(reader)
+        writer.write(heads[0] + b"junk")  # bytes beyond a message without body
+        await server.read_request(reader)  # (were the connection reused, "junk" would start the next answer)
+        writer.write(OK)
+
+    async def go():
+        async with RawServer(answers) as s, fetcher() as f:
+            results = await fetch_all(s, f, 4)
+            return results, await f.fetch(s.url("/")), s
+
+    results, after, s = run(go())
+    assert [(r.status, r.response_head, r.body) for r in results] == [(int(h[9:12]), h, b"") for h in heads + heads[:1]]
+    assert after.status == 204 and len(s.connections) == 2  # after the junk, a new connection

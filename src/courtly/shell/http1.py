@@ -97,8 +97,8 @@ class Exchange:
                 self.fail("too_large_headers", f"response head is {end} bytes, over {self.head_cap}")
                 return
             k = end - (len(buf) - len(data))  # where the head ends in `data`
-            self._parse(data[:k])
-            if self.ended:
+            self._parse(data[:k])  # may end the message too (no body)
+            if self.error is not None:
                 return
             if self.interim:  # a 1xx head: skip it, the final head follows
                 self.interim = False
@@ -108,6 +108,9 @@ class Exchange:
                 self.head_buf = bytearray()
                 self.head_done = True
             data = data[k:]
+            if data and self.ended:  # bytes beyond a message without body
+                self.dirty = True
+                return
 
     def lost(self, exc: BaseException | None) -> None:
         """The connection closed (`exc` says why, None for a clean EOF)."""
