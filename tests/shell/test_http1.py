@@ -358,3 +358,22 @@ def test_responses_without_body_keep_their_head_and_the_connection():
     results, after, s = run(go())
     assert [(r.status, r.response_head, r.body) for r in results] == [(int(h[9:12]), h, b"") for h in heads + heads[:1]]
     assert after.status == 204 and len(s.connections) == 2  # after the junk, a new connection
+
+
+def test_closing_the_fetcher_ends_requests_waiting_for_a_slot():
+    async def never(server, reader, writer):
+        await server.read_request(reader)
+        await asyncio.sleep(5)
+
+    async def go():
+        async with RawServer(never) as s:
+            f = fetcher(connections_per_host_max=1)
+            holder = asyncio.ensure_future(f.fetch(s.url("/")))
+            waiter = asyncio.ensure_future(f.fetch(s.url("/")))
+            await asyncio.sleep(0.1)
+            await f.close()
+            return await holder, await waiter, f.connections_open, s
+
+    holder, waiter, still_open, s = run(go())
+    assert (holder.status, holder.error) == (0, "reset")
+    assert (waiter.status, waiter.error) == (0, "not_sent") and still_open == 0 and len(s.requests) == 1

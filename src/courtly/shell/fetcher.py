@@ -32,7 +32,8 @@ How it works (the wire protocol is `courtly.shell.http1`: an asyncio
   connection keeps the address it was opened to (checked then, so reuse is
   safe); `result.ip` is the peer actually used. A reused connection that the
   server closed before any byte of the response came is retried once on a
-  new connection (GET is idempotent); nothing else is retried.
+  new connection (GET is idempotent); nothing else is retried. `close()`
+  closes every connection; requests still waiting for one end ``not_sent``.
 
 - Send gate (opt-in, `send_gate=True`): `fetch(..., gate=callable)` asks
   `gate()` once a connection is ready (reused, or about to be opened) and
@@ -58,7 +59,7 @@ from yarl import URL
 
 from courtly.core.netpolicy import parse_ip
 from courtly.shell.decode import decode_body
-from courtly.shell.http1 import Connection, Exchange, Pool
+from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
 
 __all__ = ["FetchResult", "Http1Fetcher", "ACCEPT_DEFAULT", "ACCEPT_ENCODING"]
@@ -187,6 +188,8 @@ class Http1Fetcher:
             f.fail(exc.kind, exc.detail)
         except ResolveFailed as exc:
             f.fail(exc.reason.value, exc.detail)
+        except PoolClosed as exc:
+            f.fail("not_sent", str(exc))
         except TimeoutError:
             x = f.exchange
             if x is not None and x.head_done and x.error is None:

@@ -29,7 +29,7 @@ from collections import deque
 import httptools
 from multidict import CIMultiDict
 
-__all__ = ["Connection", "Exchange", "Pool", "PoolKey"]
+__all__ = ["Connection", "Exchange", "Pool", "PoolClosed", "PoolKey"]
 
 PoolKey = tuple[str, str, str, int]  # scheme, host, ip, port
 
@@ -256,6 +256,10 @@ class Connection(asyncio.Protocol):
             self.pool.forget(self)
 
 
+class PoolClosed(Exception):
+    """The pool was closed while a request waited for a connection."""
+
+
 class Pool:
     """Keep-alive connections by key, within a total and a per-key limit."""
 
@@ -263,36 +267,38 @@ class Pool:
         self._max = connections_max
         self._per_host_max = per_host_max
         self._idle_s = idle_s
-        self._idle: dict[PoolKey, list[Connection]] = {}
+        self._idle: dict[PoolKey, list[Connection]] = {}  # per key, most recent last
+        self._lru: dict[Connection, None] = {}             # every idle connection, oldest first
         self._count: dict[PoolKey, int] = {}
         self._total = 0
         self._all: set[Connection] = set()
         self._waiters: deque[tuple[PoolKey, asyncio.Future[None]]] = deque()
         self._sweep: asyncio.TimerHandle | None = None
+        self._closed = False
 
     @property
     def open_count(self) -> int:
         return self._total
-
-    def idle_count(self, key: PoolKey) -> int:
-        return len(self._idle.get(key, ()))
 
     async def acquire(self, key: PoolKey, *, reuse: bool = True) -> Connection:
         """An idle usable connection of `key` (its `transport` set), or a new
         one not yet connected (`transport` None) holding a counted slot. Waits
         while both limits are reached; the caller's deadline bounds the wait."""
         while True:
+            if self._closed:
+                raise PoolClosed("the fetcher was closed")
             idle = self._idle.get(key)
             if reuse:
                 while idle:
                     conn = idle.pop()
+                    del self._lru[conn]
                     if conn.usable():
                         return conn
                     conn.close()
             count = self._count.get(key, 0)
             if count < self._per_host_max:
-                if self._total >= self._max:
-                    self._evict_one()
+                if self._total >= self._max and self._lru:
+                    self._evict_oldest()
                 if self._total < self._max:
                     conn = Connection(self, key)
                     self._count[key] = count + 1
@@ -308,18 +314,19 @@ class Pool:
                 if entry in self._waiters:
                     self._waiters.remove(entry)
                 elif waiter.done() and not waiter.cancelled():
-                    self._wake(None)  # pass the wake-up on
+                    self._wake(key)  # pass the wake-up on
                 raise
 
     def release(self, conn: Connection, reusable: bool) -> None:
         """Give `conn` back after an exchange (or an unused slot)."""
         conn.exchange = None
-        if not reusable or not conn.usable() or self._idle_s <= 0:
+        if not reusable or not conn.usable() or self._closed:
             conn.close()
             return
         loop = asyncio.get_running_loop()
         conn.idle_at = loop.time()
         self._idle.setdefault(conn.key, []).append(conn)
+        self._lru[conn] = None
         if self._sweep is None:
             self._sweep = loop.call_later(self._idle_s, self._sweep_idle)
         self._wake(conn.key)
@@ -330,9 +337,8 @@ class Pool:
             return
         conn.forgotten = True
         self._all.discard(conn)
-        idle = self._idle.get(conn.key)
-        if idle and conn in idle:
-            idle.remove(conn)
+        if self._lru.pop(conn, 0) is None:
+            self._idle[conn.key].remove(conn)
         count = self._count[conn.key] - 1
         if count:
             self._count[conn.key] = count
@@ -343,6 +349,7 @@ class Pool:
         self._wake(None)
 
     def close(self) -> None:
+        self._closed = True
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
@@ -364,28 +371,21 @@ class Pool:
                     waiter.set_result(None)
                 return
 
-    def _evict_one(self) -> None:
-        for idle in self._idle.values():
-            if idle:
-                conn = idle.pop(0)  # the oldest of that key
-                conn.close()
-                self.forget(conn)   # count it free now; connection_lost finds it forgotten
-                return
+    def _evict_oldest(self) -> None:
+        conn = next(iter(self._lru))
+        conn.close()
+        self.forget(conn)  # free the slot now; connection_lost finds it forgotten
 
     def _sweep_idle(self) -> None:
         self._sweep = None
         loop = asyncio.get_running_loop()
         expired_at = loop.time() - self._idle_s
-        oldest = None
-        for idle in list(self._idle.values()):
-            for conn in list(idle):
-                if conn.idle_at <= expired_at:
-                    idle.remove(conn)
-                    conn.close()
-                elif oldest is None or conn.idle_at < oldest:
-                    oldest = conn.idle_at
-        if oldest is not None:
-            self._sweep = loop.call_later(oldest + self._idle_s - loop.time(), self._sweep_idle)
+        for conn in list(self._lru):
+            if conn.idle_at > expired_at:  # oldest first: the rest are younger
+                self._sweep = loop.call_later(conn.idle_at - expired_at, self._sweep_idle)
+                return
+            conn.close()
+            self.forget(conn)
 
 
 def _describe(exc: BaseException) -> str:
