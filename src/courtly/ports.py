@@ -1,7 +1,7 @@
 """The edges of the core: one `typing.Protocol` per port.
 
 The runtime depends on these shapes, never on a concrete technology, so the
-same worker runs against aiohttp and SQLite in production and against
+same worker runs against real HTTP and SQLite in production and against
 simulated fakes (`Sim*`, `VirtualClock`) in deterministic tests.
 """
 

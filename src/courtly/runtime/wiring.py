@@ -29,7 +29,7 @@ from courtly.core.netpolicy import NetPolicy
 from courtly.runtime.crawler import Crawler, CrawlStats
 from courtly.shell.clock import SystemClock
 from courtly.shell.extract import ExtractPool
-from courtly.shell.fetcher import AiohttpFetcher
+from courtly.shell.fetcher import Http1Fetcher
 from courtly.shell.resolver import SafeResolver
 from courtly.shell.store.sqlite import SqliteStore
 from courtly.shell.warc import WarcWriter, repair
@@ -95,12 +95,12 @@ def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
     return pins
 
 
-def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver, AiohttpFetcher, ExtractPool]:
+def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver, Http1Fetcher, ExtractPool]:
     """The resolver (network policy, host pins), the fetcher (with a last-moment
     send gate for distributed workers) and the extraction pool."""
     resolver = SafeResolver(NetPolicy(cfg.network.allow), overrides=resolve_overrides(cfg))
     f = cfg.fetch
-    fetcher = AiohttpFetcher(
+    fetcher = Http1Fetcher(
         resolver, user_agent=cfg.crawl.agent(), connect_s=f.connect_s, total_s=f.total_s,
         body_bytes_max=f.body_bytes_max, decoded_bytes_max=f.decoded_bytes_max,
         decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max, send_gate=send_gate,

@@ -1,33 +1,45 @@
 """The HTTP fetcher: one GET, bounded in time and size, pinned to a checked IP.
 
-`AiohttpFetcher.fetch(url)` returns a `FetchResult` value and never raises
+`Http1Fetcher.fetch(url)` returns a `FetchResult` value and never raises
 for network or protocol trouble; `result.error` names the kind instead.
 
-How it works:
+How it works (the wire protocol is `courtly.shell.http1`: an asyncio
+`Protocol` with llhttp's parser through httptools):
 
 - Address: the caller's `ip`, else the first address `SafeResolver` returns
-  (policy-checked, DNS-cached). The address is pinned for the request in a
-  context variable that aiohttp's connector reads through `_PinnedResolver`,
-  so the socket goes to exactly that address: there is no second lookup.
-  aiohttp's own DNS cache is off. The Host header and TLS SNI stay the name.
-- aiohttp runs with ``allow_redirects=False`` (each redirect hop is a new
-  URL for the crawler) and ``auto_decompress=False``: `body` is the raw bytes
-  after transfer-decoding, still content-encoded, for the WARC record;
-  `content` is decoded here by `courtly.shell.decode` with caps.
-- One deadline, `total_s`, covers the lookup, the connect, the head and the
-  body. A body cut by it keeps the bytes read and says ``truncated="time"``;
-  over `body_bytes_max` it says ``"length"``; a peer that hangs up mid-body
-  says ``"disconnect"``. A truncated body is still a response (error None).
-- One `TCPConnector` is shared (keep-alive pool, `connections_max` total and
-  `connections_per_host_max` per host). A reused connection keeps the address
-  it was opened to (checked then, so reuse is safe); `result.ip` is the peer
-  actually used.
+  (policy-checked, DNS-cached). The socket is opened to exactly that address:
+  there is no second lookup. The Host header and TLS SNI stay the name; TLS
+  is verified per `ssl_context` (default: the system's verifying context).
+- Redirects are not followed (each hop is a new URL for the crawler) and
+  nothing is decompressed on the wire: `body` is the raw bytes after
+  transfer-decoding, still content-encoded, for the WARC record; `content`
+  is decoded here by `courtly.shell.decode` with caps.
+- `request_head` is exactly the bytes sent (request line and headers,
+  pre-encoded but for the target, Host and caller headers);
+  `response_head` is the final response's status line and header lines as
+  received, CRLFCRLF-terminated (1xx interim heads are skipped).
+- One deadline, `total_s`, covers the lookup, the wait for a pool slot, the
+  connect (also capped by `connect_s`), the head and the body. A body cut by
+  it keeps the bytes read and says ``truncated="time"``; over
+  `body_bytes_max` it says ``"length"``; a peer that hangs up before the
+  framed end (Content-Length or chunked) says ``"disconnect"``; a body
+  delimited by the close is complete. A truncated body is still a response
+  (error None). The head is capped at `header_bytes_max` bytes and
+  HEADERS_COUNT_MAX lines.
+- Keep-alive pool keyed by (scheme, host, ip, port): `connections_max` total
+  and `connections_per_host_max` per host; a request waits for a slot when
+  both are reached; idle connections close after `idle_s`. A reused
+  connection keeps the address it was opened to (checked then, so reuse is
+  safe); `result.ip` is the peer actually used. A reused connection that the
+  server closed before any byte of the response came is retried once on a
+  new connection (GET is idempotent); nothing else is retried. `close()`
+  closes every connection; requests still waiting for one end ``not_sent``.
 
 - Send gate (opt-in, `send_gate=True`): `fetch(..., gate=callable)` asks
   `gate()` once a connection is ready (reused, or about to be opened) and
   sends nothing when it says no: error ``not_sent``. A distributed worker
   uses it to check its partition lease at the last moment, after any wait
-  for a connection slot.
+  for a connection slot. The one retry above asks again.
 
 Error kinds: dns, non_public, invalid_url, invalid_request, timeout, connect,
 tls, reset, too_large_headers, protocol, decode, decode_bomb, not_sent. With an error
@@ -37,44 +49,40 @@ other than decode/decode_bomb, status is 0 and there is no body.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import socket
 import ssl
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from courtly.core.netpolicy import parse_ip
 from courtly.shell.decode import decode_body
+from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
 
-__all__ = ["FetchResult", "AiohttpFetcher", "ACCEPT_DEFAULT", "ACCEPT_ENCODING"]
+__all__ = ["FetchResult", "Http1Fetcher", "ACCEPT_DEFAULT", "ACCEPT_ENCODING"]
 
 ACCEPT_DEFAULT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ACCEPT_ENCODING = "gzip, deflate, br, zstd"
 DECODE_INLINE_BYTES_MAX = 1 << 20  # larger encoded bodies are decoded in a thread
 HEADERS_COUNT_MAX = 128
+PERMITTED_CACHE_MAX = 65_536  # caller-given addresses whose policy answer is remembered
 
 _EMPTY_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
-# (normalised host, ip) the current task's request must connect to
-_PIN: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("courtly_pin", default=None)
-# the current task's send gate (see `fetch(gate=...)`)
-_GATE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("courtly_gate", default=None)
+_DEFAULT_PORT = {"http": 80, "https": 443}
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_BASE_NAMES = ("user-agent", "accept", "accept-encoding")
 
 
-class _NotSent(aiohttp.ClientError):
-    """The send gate said no once a connection was ready: nothing was sent."""
+class _Failed(Exception):
+    """A fetch failed with an error kind before any response was taken."""
 
-
-async def _check_gate(session, ctx, params) -> None:
-    gate = _GATE.get()
-    if gate is not None and not gate():
-        raise _NotSent("send gate closed before the request was sent")
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,27 +104,8 @@ class FetchResult:
     error_detail: str = ""
 
 
-class _PinnedResolver(AbstractResolver):
-    """aiohttp resolver answering with the address pinned for this request."""
-
-    def __init__(self, resolver: SafeResolver) -> None:
-        self._resolver = resolver
-
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
-        pin = _PIN.get()
-        if pin is not None and pin[0] == normalise_host(host):
-            ip = pin[1]
-        else:  # not reached by AiohttpFetcher.fetch, which always pins
-            ip = (await self._resolver.resolve(host))[0]
-        fam = socket.AF_INET6 if ":" in ip else socket.AF_INET
-        return [{"hostname": host, "host": ip, "port": port, "family": fam, "proto": 0, "flags": socket.AI_NUMERICHOST}]
-
-    async def close(self) -> None:
-        return None
-
-
-class AiohttpFetcher:
-    """Fetches URLs with aiohttp; see the module docstring for the rules."""
+class Http1Fetcher:
+    """Fetches URLs over HTTP/1.1; see the module docstring for the rules."""
 
     def __init__(
         self,
@@ -131,6 +120,7 @@ class AiohttpFetcher:
         header_bytes_max: int = 64 * 1024,
         connections_max: int = 500,
         connections_per_host_max: int = 4,
+        idle_s: float = 15.0,
         accept: str = ACCEPT_DEFAULT,
         ssl_context: ssl.SSLContext | None = None,
         wall_clock: Callable[[], float] = time.time,
@@ -139,67 +129,47 @@ class AiohttpFetcher:
         for name, value in (("connect_s", connect_s), ("total_s", total_s), ("body_bytes_max", body_bytes_max),
                             ("decoded_bytes_max", decoded_bytes_max), ("decode_ratio_max", decode_ratio_max),
                             ("header_bytes_max", header_bytes_max), ("connections_max", connections_max),
-                            ("connections_per_host_max", connections_per_host_max)):
+                            ("connections_per_host_max", connections_per_host_max), ("idle_s", idle_s)):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0")
         self.resolver = resolver
         self._policy = resolver.policy
+        # caller-given ip -> its normalised form if the (frozen) policy permits it, else ""
+        self._permitted: dict[str, str] = {}
         self._total_s = total_s
         self._connect_s = connect_s
         self._body_bytes_max = body_bytes_max
         self._decoded_bytes_max = decoded_bytes_max
         self._ratio_max = decode_ratio_max
         self._header_bytes_max = header_bytes_max
-        self._connections_max = connections_max
-        self._per_host_max = connections_per_host_max
-        self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+        self._ssl = ssl_context
         self._wall_clock = wall_clock
         self._send_gate = send_gate
-        self._base_headers = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
-        self._session: aiohttp.ClientSession | None = None
+        self._base = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
+        for name, value in self._base.items():
+            if not _header_ok(name, value):
+                raise ValueError(f"invalid header {name}: {value!r}")
+        self._base_bytes = _encode_headers(self._base)
+        self._pool = Pool(connections_max, connections_per_host_max, idle_s)
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------
 
-    def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(
-            resolver=_PinnedResolver(self.resolver),
-            use_dns_cache=False,
-            limit=self._connections_max,
-            limit_per_host=self._per_host_max,
-            ssl=self._ssl,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=False,
-            trust_env=False,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_s),
-            max_line_size=self._header_bytes_max,
-            max_field_size=self._header_bytes_max,
-            max_headers=HEADERS_COUNT_MAX,
-            trace_configs=[self._gate_trace()] if self._send_gate else None,
-        )
-        return self._session
-
-    @staticmethod
-    def _gate_trace() -> aiohttp.TraceConfig:
-        trace = aiohttp.TraceConfig()
-        trace.on_connection_reuseconn.append(_check_gate)       # right before the request is written
-        trace.on_connection_create_start.append(_check_gate)    # before a new connection is opened
-        return trace
-
     async def close(self) -> None:
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        self._pool.close()
+        await asyncio.sleep(0)  # let the transports' connection_lost run
 
-    async def __aenter__(self) -> "AiohttpFetcher":
+    async def __aenter__(self) -> "Http1Fetcher":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    @property
+    def connections_open(self) -> int:
+        """Connections open or opening now (idle ones included)."""
+        return self._pool.open_count
 
     # -- fetch --------------------------------------------------------------
 
@@ -209,40 +179,47 @@ class AiohttpFetcher:
         With `gate` (and `send_gate=True`) nothing is sent unless `gate()` holds
         once the connection is ready."""
         if self._closed:
-            raise RuntimeError("AiohttpFetcher.fetch after close()")
+            raise RuntimeError("Http1Fetcher.fetch after close()")
         loop = asyncio.get_running_loop()
         started_at = self._wall_clock()
         t0 = loop.time()
-        f = _Fetch(url, ip or "")
-        gate_token = _GATE.set(gate) if gate is not None else None
+        f = _Fetch(ip or "", gate if self._send_gate else None)
         try:
             async with asyncio.timeout(self._total_s):
                 await self._run(f, url, ip, headers)
-        except _NotSent as exc:
-            f.fail("not_sent", str(exc))
-        except TimeoutError as exc:
-            if f.resp is not None and f.status:
-                f.truncated = "time"
-            elif isinstance(exc, aiohttp.ServerTimeoutError):
-                f.fail("timeout", _describe(exc))
-            else:
-                f.fail("timeout", f"no response head within total_s={self._total_s}")
+        except _Failed as exc:
+            f.fail(exc.kind, exc.detail)
         except ResolveFailed as exc:
             f.fail(exc.reason.value, exc.detail)
-        except (aiohttp.ClientError, OSError, ValueError) as exc:
-            kind, detail = _classify(exc)
-            f.fail(kind, detail)
+        except PoolClosed as exc:
+            f.fail("not_sent", str(exc))
+        except TimeoutError:
+            x = f.exchange
+            if x is not None and x.head_done and x.error is None:
+                if not x.ended:
+                    x.truncated = "time"
+            else:
+                f.fail("timeout", f"no response head within total_s={self._total_s}")
         finally:
-            if gate_token is not None:
-                _GATE.reset(gate_token)
-            if f.resp is not None and not f.complete:
-                f.resp.close()  # unread body: the connection cannot be reused
+            conn, f.conn = f.conn, None
+            if conn is not None:  # not released by _run: cancelled, timed out or failed
+                self._pool.release(conn, False)
 
         elapsed_s = loop.time() - t0  # network time; decoding is not the server's
-        body = _join(f.chunks)
+        x = f.exchange
+        status, response_head, hdrs, body, truncated = 0, b"", _EMPTY_HEADERS, b"", None
+        if f.error is None and x is not None:
+            if x.error is not None:
+                f.error, f.detail = x.error, x.detail
+            else:
+                status, response_head, truncated = x.status, x.head, x.truncated
+                hdrs = CIMultiDictProxy(x.headers)
+                body = _join(x.chunks)
+                if x.detail:
+                    f.detail = x.detail
         content = b""
-        if body and f.error is None:
-            encoding = f.headers.get("Content-Encoding")
+        if body:
+            encoding = hdrs.get("Content-Encoding")
             if encoding and len(body) > DECODE_INLINE_BYTES_MAX:
                 decoded = await asyncio.to_thread(
                     decode_body, body, encoding, decoded_bytes_max=self._decoded_bytes_max, ratio_max=self._ratio_max
@@ -255,13 +232,13 @@ class AiohttpFetcher:
         return FetchResult(
             url=url,
             ip=f.ip,
-            status=f.status,
+            status=status,
             request_head=f.request_head,
-            response_head=f.response_head,
-            headers=f.headers,
+            response_head=response_head,
+            headers=hdrs,
             body=body,
             content=content,
-            truncated=f.truncated,
+            truncated=truncated,
             started_at=started_at,
             elapsed_s=elapsed_s,
             error=f.error,
@@ -269,97 +246,138 @@ class AiohttpFetcher:
         )
 
     async def _run(self, f: "_Fetch", url: str, ip: str | None, headers: dict[str, str] | None) -> None:
-        try:
-            target = URL(url, encoded=True) if url.isascii() and " " not in url else URL(url)
-            raw_host = target.raw_host
-        except (ValueError, TypeError) as exc:
-            f.fail("invalid_url", _describe(exc))
-            return
-        if target.scheme not in ("http", "https") or not raw_host:
-            f.fail("invalid_url", f"not an absolute http(s) URL: {url!r}")
-            return
-        host = normalise_host(raw_host)
+        scheme, host, port, host_header, target = _split_url(url)
+        head = self._request_head(target, host_header, headers)
         if ip is None or _is_literal(host):
-            # aiohttp connects to an IP literal itself, so the literal is what we check
+            # an IP literal in the URL is what we connect to, so it is what we check
             known = self.resolver.cached(host)
             ip = known[0] if known is not None else (await self.resolver.resolve(host))[0]
-        elif not self._policy.permits(ip := normalise_host(ip)):
-            f.fail("non_public", f"{ip} is not permitted by the network policy")
-            return
+        else:
+            checked = self._permitted.get(ip)
+            if checked is None:
+                norm = normalise_host(ip)
+                checked = norm if self._policy.permits(norm) else ""
+                if len(self._permitted) >= PERMITTED_CACHE_MAX:
+                    self._permitted.clear()
+                self._permitted[ip] = checked
+            if not checked:
+                raise _Failed("non_public", f"{ip} is not permitted by the network policy")
+            ip = checked
         f.ip = ip
-        session = self._session or self._open()
-        token = _PIN.set((host, ip))
-        try:
-            resp = await session.get(
-                target,
-                headers={**self._base_headers, **headers} if headers else self._base_headers,
-                allow_redirects=False,
-            )
-        finally:
-            _PIN.reset(token)
-        f.resp = resp
-        conn = resp.connection
-        if conn is not None and conn.transport is not None:
-            peer = conn.transport.get_extra_info("peername")
-            if peer:
-                f.ip = peer[0]
-        info = resp.request_info
-        f.request_head = _request_head(info.method, info.url.raw_path_qs, info.headers)
-        head = _response_head(resp)
-        if len(head) > self._header_bytes_max:
-            f.fail("too_large_headers", f"response head is {len(head)} bytes, over {self._header_bytes_max}")
+        key = (scheme, host, ip, port)
+        pool = self._pool
+        fresh = False
+        while True:
+            conn = f.conn = await pool.acquire(key, reuse=not fresh)
+            reused = conn.transport is not None
+            if f.gate is not None and not f.gate():
+                f.conn = None
+                pool.release(conn, reused)
+                raise _Failed("not_sent", "send gate closed before the request was sent")
+            if not reused:
+                await self._connect(conn, scheme, host, ip, port)
+            f.ip = conn.peer_ip
+            f.request_head = head
+            x = f.exchange = Exchange(asyncio.get_running_loop(), self._body_bytes_max, self._header_bytes_max,
+                                      HEADERS_COUNT_MAX)
+            conn.send(head, x)
+            await x.done
+            if reused and x.error == "reset" and not x.received and not fresh:
+                fresh = True  # the server closed a kept-alive connection: one retry, new connection
+                f.conn = None
+                pool.release(conn, False)
+                continue
+            f.conn = None
+            pool.release(conn, x.reusable())
             return
-        f.status = resp.status
-        f.response_head = head
-        f.headers = resp.headers
-        content = resp.content
-        chunks = f.chunks
-        left = self._body_bytes_max
+
+    async def _connect(self, conn: Connection, scheme: str, host: str, ip: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        tls = None
+        if scheme == "https":
+            tls = self._ssl if self._ssl is not None else _default_context()
         try:
-            while True:
-                chunk = await content.readany()
-                if not chunk:
-                    break
-                if len(chunk) > left:
-                    chunks.append(chunk[:left])
-                    f.truncated = "length"
-                    return
-                chunks.append(chunk)
-                left -= len(chunk)
-        except aiohttp.ClientPayloadError as exc:
-            f.truncated = "disconnect"
-            f.detail = _describe(exc)
-            return
-        f.complete = True
+            async with asyncio.timeout(self._connect_s):
+                await loop.create_connection(
+                    lambda: conn, ip, port, ssl=tls, server_hostname=host if tls is not None else None,
+                    ssl_handshake_timeout=self._connect_s if tls is not None else None,
+                )
+        except TimeoutError:
+            raise _Failed("timeout", f"connect to {ip}:{port} took over connect_s={self._connect_s}") from None
+        except ssl.SSLError as exc:
+            raise _Failed("tls", _describe(exc)) from None
+        except OSError as exc:
+            raise _Failed("connect", f"cannot connect to {ip}:{port}: {_describe(exc)}") from None
+
+    def _request_head(self, target: str, host_header: str, headers: dict[str, str] | None) -> bytes:
+        start = f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\n".encode("ascii")
+        if not headers:
+            return start + self._base_bytes + b"\r\n"
+        for name, value in headers.items():
+            if not _header_ok(name, value):
+                raise _Failed("invalid_request", f"invalid header {name!r}: {value!r}")
+        names = {name.lower() for name in headers}
+        base = self._base_bytes
+        if not names.isdisjoint(_BASE_NAMES):
+            base = _encode_headers({k: v for k, v in self._base.items() if k.lower() not in names})
+        if "host" in names:
+            start = f"GET {target} HTTP/1.1\r\n".encode("ascii")
+        return start + base + _encode_headers(headers) + b"\r\n"
 
 
 class _Fetch:
     """Mutable state of one fetch, so a timeout keeps what was gathered."""
 
-    __slots__ = ("ip", "status", "request_head", "response_head", "headers", "chunks",
-                 "truncated", "error", "detail", "resp", "complete")
+    __slots__ = ("ip", "gate", "request_head", "exchange", "conn", "error", "detail")
 
-    def __init__(self, url: str, ip: str) -> None:
+    def __init__(self, ip: str, gate: Callable[[], bool] | None) -> None:
         self.ip = ip
-        self.status = 0
+        self.gate = gate
         self.request_head = b""
-        self.response_head = b""
-        self.headers: Mapping[str, str] = _EMPTY_HEADERS
-        self.chunks: list[bytes] = []
-        self.truncated: str | None = None
+        self.exchange: Exchange | None = None
+        self.conn: Connection | None = None
         self.error: str | None = None
         self.detail = ""
-        self.resp: aiohttp.ClientResponse | None = None
-        self.complete = False
 
     def fail(self, kind: str, detail: str) -> None:
         self.error = kind
         self.detail = detail
-        self.status = 0
-        self.response_head = b""
-        self.headers = _EMPTY_HEADERS
-        self.chunks = []
-        self.truncated = None
+        self.exchange = None
+
+
+_CONTEXT: list[ssl.SSLContext] = []
+
+
+def _default_context() -> ssl.SSLContext:
+    if not _CONTEXT:
+        _CONTEXT.append(ssl.create_default_context())
+    return _CONTEXT[0]
+
+
+def _split_url(url: str) -> tuple[str, str, int, str, str]:
+    """(scheme, normalised host, port, Host header value, request target)."""
+    try:
+        u = URL(url, encoded=True) if url.isascii() and " " not in url else URL(url)
+        scheme, raw_host, port = u.scheme, u.raw_host, u.port
+        host_header = u.host_port_subcomponent if u.explicit_port not in (None, _DEFAULT_PORT.get(scheme)) \
+            else (f"[{raw_host}]" if raw_host and ":" in raw_host else raw_host)
+        target = u.raw_path_qs or "/"
+    except (ValueError, TypeError, UnicodeError) as exc:
+        raise _Failed("invalid_url", _describe(exc)) from None
+    if scheme not in _DEFAULT_PORT or not raw_host or port is None:
+        raise _Failed("invalid_url", f"not an absolute http(s) URL: {url!r}")
+    if not target.startswith("/") or not target.isascii() or any(c in target for c in " \r\n"):
+        raise _Failed("invalid_url", f"cannot send the target of {url!r}")
+    return scheme, normalise_host(raw_host), port, host_header, target
+
+
+def _header_ok(name: str, value: str) -> bool:
+    raw = name.encode("latin-1", "replace")
+    return bool(raw) and all(c in _TOKEN for c in raw) and not any(c in value for c in "\r\n\0")
+
+
+def _encode_headers(headers: Mapping[str, str]) -> bytes:
+    return "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("utf-8")
 
 
 def _is_literal(host: str) -> bool:
@@ -372,46 +390,6 @@ def _join(chunks: list[bytes]) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _request_head(method: str, target: str, headers: Mapping[str, str]) -> bytes:
-    lines = [f"{method} {target} HTTP/1.1"]
-    lines.extend(f"{k}: {v}" for k, v in headers.items())
-    lines.append("\r\n")
-    return "\r\n".join(lines).encode("utf-8")
-
-
-def _response_head(resp: aiohttp.ClientResponse) -> bytes:
-    v = resp.version
-    parts = [f"HTTP/{v.major}.{v.minor} {resp.status} {resp.reason or ''}".rstrip(" ").encode("latin-1", "replace")]
-    parts.extend(name + b": " + value for name, value in resp.raw_headers)
-    parts.append(b"\r\n")
-    return b"\r\n".join(parts)
-
-
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _classify(exc: BaseException) -> tuple[str, str]:
-    """Error kind for an exception raised while connecting or reading the head."""
-    detail = _describe(exc)
-    if isinstance(exc, aiohttp.InvalidURL):
-        return "invalid_url", detail
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return "timeout", detail
-    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
-        return "tls", detail
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect", detail
-    if isinstance(exc, aiohttp.ClientResponseError):
-        message = str(exc.message).lower()
-        if "too long" in message or "got more than" in message or "too many headers" in message:
-            return "too_large_headers", detail
-        return "protocol", detail
-    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionResetError, ConnectionError)):
-        return "reset", detail
-    if isinstance(exc, (aiohttp.ClientOSError, OSError)):
-        return "reset", detail
-    if isinstance(exc, ValueError):
-        return "invalid_request", detail
-    return "protocol", detail

@@ -1,0 +1,393 @@
+"""A minimal HTTP/1.1 client connection and its keep-alive pool (llhttp via httptools).
+
+Theory of operation: a `Connection` is an asyncio `Protocol` on one socket
+(plain or TLS) opened to an address the caller already checked. The caller
+writes one pre-encoded request head with `Connection.send` and awaits the
+returned `Exchange`'s `done` future; bytes received feed the exchange, which
+keeps the raw response head (everything up to the first CRLFCRLF of the final
+response, interim 1xx heads skipped), the parsed headers and the body after
+transfer-decoding, up to the caps it was given. An exchange ends exactly once:
+complete, truncated ("length" or "disconnect") or failed (an error kind); a
+deadline is the caller's business (it reads what the exchange gathered).
+
+`Pool` counts every open (or opening) connection against `connections_max`
+in total and `per_host_max` per key (scheme, host, ip, port), hands out idle
+connections last-in first-out, makes callers wait when full (the caller's
+deadline bounds the wait), evicts another key's idle connection when only the
+total is full, and closes connections idle for longer than `idle_s`.
+
+Rules: nothing here resolves names or checks addresses (the fetcher does,
+before `Pool.acquire`); a connection is reused only when the response was
+complete, the peer allowed keep-alive, and nothing arrived beyond it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import httptools
+from multidict import CIMultiDict
+
+__all__ = ["Connection", "Exchange", "Pool", "PoolClosed", "PoolKey"]
+
+PoolKey = tuple[str, str, str, int]  # scheme, host, ip, port
+
+_PARSER_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
+_NO_BODY = frozenset((204, 304))
+
+
+class Exchange:
+    """One request's response as it arrives. `done` resolves when it ends;
+    then `error` (None or a kind), `status`, `head`, `headers`, `chunks` and
+    `truncated` say what was received."""
+
+    __slots__ = ("parser", "done", "head_buf", "head", "status", "headers", "chunks", "left",
+                 "head_cap", "count_cap", "count", "received", "head_done", "interim", "complete",
+                 "ended", "dirty", "keep_alive", "until_close", "truncated", "error", "detail")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, body_bytes_max: int, head_bytes_max: int,
+                 headers_count_max: int) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.head_buf = bytearray()
+        self.head = b""
+        self.status = 0
+        self.headers: CIMultiDict[str] = CIMultiDict()
+        self.chunks: list[bytes] = []
+        self.left = body_bytes_max
+        self.head_cap = head_bytes_max
+        self.count_cap = headers_count_max
+        self.count = 0
+        self.received = False    # any byte of a response arrived
+        self.head_done = False   # the final (non-1xx) head was parsed
+        self.interim = False     # the head being parsed is a 1xx
+        self.complete = False    # the message ended as framed
+        self.ended = False       # nothing more is taken in
+        self.dirty = False       # bytes beyond the message: the connection cannot be reused
+        self.keep_alive = False
+        self.until_close = False  # body delimited by the connection closing
+        self.truncated: str | None = None
+        self.error: str | None = None
+        self.detail = ""
+
+    # -- input from the connection -------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        self.received = True
+        if self.ended:
+            self.dirty = True  # bytes after the end: never reuse this connection
+            return
+        while data and not self.ended:
+            if self.head_done:
+                self._parse(data)
+                return
+            buf = self.head_buf
+            start = len(buf) - 3 if len(buf) > 3 else 0
+            buf += data
+            end = buf.find(b"\r\n\r\n", start)
+            if end < 0:
+                if len(buf) > self.head_cap:
+                    self.fail("too_large_headers", f"response head over {self.head_cap} bytes")
+                    return
+                self._parse(data)
+                return
+            end += 4
+            if end > self.head_cap:
+                self.fail("too_large_headers", f"response head is {end} bytes, over {self.head_cap}")
+                return
+            k = end - (len(buf) - len(data))  # where the head ends in `data`
+            self._parse(data[:k])  # may end the message too (no body)
+            if self.error is not None:
+                return
+            if self.interim:  # a 1xx head: skip it, the final head follows
+                self.interim = False
+                self.head_buf = bytearray()
+            else:
+                self.head = bytes(buf[:end])
+                self.head_buf = bytearray()
+                self.head_done = True
+            data = data[k:]
+            if data and self.ended:  # bytes beyond a message without body
+                self.dirty = True
+                return
+
+    def lost(self, exc: BaseException | None) -> None:
+        """The connection closed (`exc` says why, None for a clean EOF)."""
+        if self.ended:
+            return
+        if self.head_done:
+            if self.until_close and exc is None:
+                self.complete = True
+                self.keep_alive = False
+            else:
+                self.truncated = "disconnect"
+                self.detail = f"connection closed mid-body: {_describe(exc)}" if exc else "connection closed mid-body"
+            self._end()
+        else:
+            why = _describe(exc) if exc else "peer closed the connection"
+            self.fail("reset", f"no complete response head: {why}")
+
+    def fail(self, kind: str, detail: str) -> None:
+        if self.ended:
+            return
+        self.error = kind
+        self.detail = detail
+        self._end()
+
+    def _end(self) -> None:
+        self.ended = True
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def _parse(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except _PARSER_ERRORS as exc:
+            if self.complete or self.ended:
+                self.dirty = True
+            elif self.error is None:
+                self.fail("protocol", f"{type(exc).__name__}: {exc}")
+
+    # -- httptools callbacks -------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self.dirty = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head_done:  # chunked trailers: not part of the head
+            return
+        self.count += 1
+        if self.count > self.count_cap:
+            self.fail("too_large_headers", f"more than {self.count_cap} header lines")
+            raise ValueError("too many header lines")
+        self.headers.add(name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
+
+    def on_headers_complete(self) -> None:
+        p = self.parser
+        status = p.get_status_code()
+        if status < 200:
+            self.interim = True
+            self.headers = CIMultiDict()
+            self.count = 0
+            return
+        self.status = status
+        self.keep_alive = p.should_keep_alive()
+        h = self.headers
+        te = h.get("Transfer-Encoding")
+        if te is not None:
+            self.until_close = "chunked" not in te.lower()
+        else:
+            self.until_close = status not in _NO_BODY and "Content-Length" not in h
+
+    def on_body(self, body: bytes) -> None:
+        if self.ended:
+            return
+        n = len(body)
+        if n > self.left:
+            self.chunks.append(body[: self.left])
+            self.left = 0
+            self.truncated = "length"
+            self._end()
+            return
+        self.chunks.append(body)
+        self.left -= n
+
+    def on_message_complete(self) -> None:
+        if self.interim or self.ended:
+            return
+        self.complete = True
+        self._end()
+
+    def reusable(self) -> bool:
+        return self.complete and self.keep_alive and not self.dirty and self.truncated is None
+
+
+class Connection(asyncio.Protocol):
+    """One client socket; carries one exchange at a time."""
+
+    def __init__(self, pool: "Pool", key: PoolKey) -> None:
+        self.pool = pool
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.exchange: Exchange | None = None
+        self.peer_ip = key[2]
+        self.lost = False
+        self.forgotten = False  # no longer counted by the pool
+        self.idle_at = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer_ip = peer[0]
+
+    def data_received(self, data: bytes) -> None:
+        x = self.exchange
+        if x is None:  # unsolicited bytes on an idle connection
+            self.close()
+            return
+        x.feed(data)
+        if x.ended and not x.reusable():
+            self.close()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        x = self.exchange
+        if x is not None:
+            x.lost(exc)
+        self.pool.forget(self)
+
+    def send(self, head: bytes, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.transport.write(head)  # type: ignore[union-attr]
+
+    def usable(self) -> bool:
+        return not self.lost and self.transport is not None and not self.transport.is_closing()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        else:
+            self.pool.forget(self)
+
+
+class PoolClosed(Exception):
+    """The pool was closed while a request waited for a connection."""
+
+
+class Pool:
+    """Keep-alive connections by key, within a total and a per-key limit."""
+
+    def __init__(self, connections_max: int, per_host_max: int, idle_s: float) -> None:
+        self._max = connections_max
+        self._per_host_max = per_host_max
+        self._idle_s = idle_s
+        self._idle: dict[PoolKey, list[Connection]] = {}  # per key, most recent last
+        self._lru: dict[Connection, None] = {}             # every idle connection, oldest first
+        self._count: dict[PoolKey, int] = {}
+        self._total = 0
+        self._all: set[Connection] = set()
+        self._waiters: deque[tuple[PoolKey, asyncio.Future[None]]] = deque()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    @property
+    def open_count(self) -> int:
+        return self._total
+
+    async def acquire(self, key: PoolKey, *, reuse: bool = True) -> Connection:
+        """An idle usable connection of `key` (its `transport` set), or a new
+        one not yet connected (`transport` None) holding a counted slot. Waits
+        while both limits are reached; the caller's deadline bounds the wait."""
+        while True:
+            if self._closed:
+                raise PoolClosed("the fetcher was closed")
+            idle = self._idle.get(key)
+            if reuse:
+                while idle:
+                    conn = idle.pop()
+                    del self._lru[conn]
+                    if conn.usable():
+                        return conn
+                    conn.close()
+            count = self._count.get(key, 0)
+            if count < self._per_host_max:
+                if self._total >= self._max and self._lru:
+                    self._evict_oldest()
+                if self._total < self._max:
+                    conn = Connection(self, key)
+                    self._count[key] = count + 1
+                    self._total += 1
+                    self._all.add(conn)
+                    return conn
+            waiter = asyncio.get_running_loop().create_future()
+            entry = (key, waiter)
+            self._waiters.append(entry)
+            try:
+                await waiter
+            except BaseException:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake(key)  # pass the wake-up on
+                raise
+
+    def release(self, conn: Connection, reusable: bool) -> None:
+        """Give `conn` back after an exchange (or an unused slot)."""
+        conn.exchange = None
+        if not reusable or not conn.usable() or self._closed:
+            conn.close()
+            return
+        loop = asyncio.get_running_loop()
+        conn.idle_at = loop.time()
+        self._idle.setdefault(conn.key, []).append(conn)
+        self._lru[conn] = None
+        if self._sweep is None:
+            self._sweep = loop.call_later(self._idle_s, self._sweep_idle)
+        self._wake(conn.key)
+
+    def forget(self, conn: Connection) -> None:
+        """`conn` closed (or never opened): free its slot."""
+        if conn.forgotten:
+            return
+        conn.forgotten = True
+        self._all.discard(conn)
+        if self._lru.pop(conn, 0) is None:
+            self._idle[conn.key].remove(conn)
+        count = self._count[conn.key] - 1
+        if count:
+            self._count[conn.key] = count
+        else:
+            del self._count[conn.key]
+            self._idle.pop(conn.key, None)
+        self._total -= 1
+        self._wake(None)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        for conn in list(self._all):
+            conn.close()
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    def _wake(self, key: PoolKey | None) -> None:
+        """Wake the first waiter that can now proceed: one of `key` (an idle
+        connection appeared) or one whose key is under the per-host limit."""
+        for entry in self._waiters:
+            wkey, waiter = entry
+            if wkey == key or self._count.get(wkey, 0) < self._per_host_max:
+                self._waiters.remove(entry)
+                if not waiter.done():
+                    waiter.set_result(None)
+                return
+
+    def _evict_oldest(self) -> None:
+        conn = next(iter(self._lru))
+        conn.close()
+        self.forget(conn)  # free the slot now; connection_lost finds it forgotten
+
+    def _sweep_idle(self) -> None:
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        expired_at = loop.time() - self._idle_s
+        for conn in list(self._lru):
+            if conn.idle_at > expired_at:  # oldest first: the rest are younger
+                self._sweep = loop.call_later(conn.idle_at - expired_at, self._sweep_idle)
+                return
+            conn.close()
+            self.forget(conn)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

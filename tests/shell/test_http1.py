@@ -1,0 +1,379 @@
+"""The HTTP/1.1 wire behaviour of Http1Fetcher (courtly.shell.http1): keep-alive
+reuse and its limits, the one retry, framing (chunked with trailers, close-
+delimited, HTTP/1.0, 1xx interim heads, Content-Length mismatches) and
+hostile heads. Raw asyncio servers on 127.0.0.1, port 0."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fetch_support import RawServer, fetch_one_raw, fetcher, fixed_response, run
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+def serve_forever(response: bytes):
+    """Answer every request on the connection with `response` (keep-alive)."""
+
+    async def handler(server, reader, writer):
+        while True:
+            await server.read_request(reader)
+            writer.write(response)
+            await writer.drain()
+
+    return handler
+
+
+async def fetch_all(server: RawServer, f, n: int, path: str = "/"):
+    return [await f.fetch(server.url(path)) for _ in range(n)]
+
+
+# -- keep-alive and its limits -------------------------------------------------------
+
+
+def test_keep_alive_reuses_the_connection_and_reports_the_peer():
+    async def go():
+        async with RawServer(serve_forever(OK)) as s, fetcher() as f:
+            return await fetch_all(s, f, 4), s
+
+    results, s = run(go())
+    assert [r.content for r in results] == [b"ok"] * 4 and {r.ip for r in results} == {"127.0.0.1"}
+    assert len(s.connections) == 1 and len(s.requests) == 4
+
+
+def test_per_host_limit_makes_requests_wait_for_a_connection():
+    open_now, peak = [0], [0]
+
+    async def slow(server, reader, writer):
+        open_now[0] += 1
+        peak[0] = max(peak[0], open_now[0])
+        try:
+            while True:
+                await server.read_request(reader)
+                await asyncio.sleep(0.05)
+                writer.write(OK)
+                await writer.drain()
+        finally:
+            open_now[0] -= 1
+
+    async def go():
+        async with RawServer(slow) as s, fetcher(connections_per_host_max=2) as f:
+            results = await asyncio.gather(*(f.fetch(s.url("/")) for _ in range(6)))
+            return results, s
+
+    results, s = run(go())
+    assert all(r.status == 200 for r in results)
+    assert len(s.connections) == 2 and peak[0] == 2 and len(s.requests) == 6
+
+
+def test_total_limit_closes_an_idle_connection_of_another_host():
+    async def go():
+        async with RawServer(serve_forever(OK)) as a, RawServer(serve_forever(OK), host="127.0.0.2") as b, \
+                fetcher(connections_max=1) as f:
+            first = await f.fetch(a.url("/"))
+            assert f.connections_open == 1
+            second = await f.fetch(b.url("/"))       # a's idle connection makes room
+            third = await f.fetch(a.url("/"))        # and b's for a again
+            return [first, second, third], f.connections_open, a, b
+
+    results, still_open, a, b = run(go())
+    assert [r.status for r in results] == [200, 200, 200] and still_open == 1
+    assert len(a.connections) == 2 and len(b.connections) == 1
+
+
+def test_waiting_for_a_slot_is_bounded_by_the_deadline():
+    async def hold(server, reader, writer):
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nx")
+        await asyncio.sleep(5)
+
+    async def go():
+        async with RawServer(hold) as s, fetcher(connections_per_host_max=1, total_s=0.4) as f:
+            return await asyncio.gather(f.fetch(s.url("/")), f.fetch(s.url("/"))), s
+
+    (holder, waiter), s = run(go())
+    assert (holder.status, holder.truncated, holder.body) == (200, "time", b"x")
+    assert (waiter.status, waiter.error) == (0, "timeout")
+    assert len(s.connections) == 1
+
+
+def test_idle_connections_close_after_idle_s():
+    closed = []
+
+    async def one_conn(server, reader, writer):
+        try:
+            while True:
+                await server.read_request(reader)
+                writer.write(OK)
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            closed.append(True)  # the client hung up
+
+    async def go():
+        async with RawServer(one_conn) as s, fetcher(idle_s=0.1) as f:
+            await f.fetch(s.url("/"))
+            await asyncio.sleep(0.4)
+            open_after = f.connections_open
+            await f.fetch(s.url("/"))
+            return open_after, s
+
+    open_after, s = run(go())
+    assert open_after == 0 and closed == [True] and len(s.connections) == 2
+
+
+def test_a_cancelled_fetch_frees_its_connection():
+    async def never(server, reader, writer):
+        await server.read_request(reader)
+        await asyncio.sleep(5)
+
+    async def go():
+        async with RawServer(never) as s, fetcher(connections_per_host_max=1) as f:
+            task = asyncio.ensure_future(f.fetch(s.url("/")))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.sleep(0.05)
+            return f.connections_open
+
+    assert run(go()) == 0
+
+
+# -- the one retry -----------------------------------------------------------------------
+
+
+def test_a_kept_alive_connection_closed_by_the_server_is_retried_once():
+    async def once_per_connection(server, reader, writer):
+        await server.read_request(reader)
+        writer.write(OK)                          # keep-alive implied ...
+        await writer.drain()
+        await server.read_request(reader)         # ... but the next request is dropped
+        writer.transport.abort()
+
+    async def go():
+        async with RawServer(once_per_connection) as s, fetcher() as f:
+            return await fetch_all(s, f, 2), s
+
+    results, s = run(go())
+    assert [(r.status, r.content) for r in results] == [(200, b"ok"), (200, b"ok")]
+    assert len(s.connections) == 2 and len(s.requests) == 3
+
+
+def test_no_retry_once_part_of_the_response_came():
+    async def partial_second(server, reader, writer):
+        await server.read_request(reader)
+        writer.write(OK)
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 O")
+        await writer.drain()
+
+    async def go():
+        async with RawServer(partial_second) as s, fetcher() as f:
+            return await fetch_all(s, f, 2), s
+
+    (first, second), s = run(go())
+    assert first.status == 200 and (second.status, second.error) == (0, "reset")
+    assert len(s.requests) == 2 and len(s.connections) == 1
+
+
+def test_no_retry_on_a_new_connection():
+    async def hang_up(server, reader, writer):
+        await server.read_request(reader)
+
+    async def go():
+        async with RawServer(hang_up) as s, fetcher() as f:
+            return await f.fetch(s.url("/")), s
+
+    r, s = run(go())
+    assert r.error == "reset" and len(s.requests) == 1
+
+
+def test_the_retry_asks_the_send_gate_again():
+    asked = []
+
+    async def once_per_connection(server, reader, writer):
+        await server.read_request(reader)
+        writer.write(OK)
+        await writer.drain()
+        await server.read_request(reader)
+        writer.transport.abort()
+
+    async def go():
+        async with RawServer(once_per_connection) as s, fetcher(send_gate=True) as f:
+            await f.fetch(s.url("/"))
+            return await f.fetch(s.url("/"), gate=lambda: asked.append(1) or len(asked) < 2), s
+
+    r, s = run(go())
+    assert asked == [1, 1] and r.error == "not_sent" and len(s.requests) == 2
+
+
+# -- framing -----------------------------------------------------------------------------
+
+
+def test_chunked_body_with_trailers():
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    body = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Checksum: abc\r\nX-Other: 1\r\n\r\n"
+
+    async def go():
+        async with RawServer(serve_forever(head + body)) as s, fetcher() as f:
+            return await fetch_all(s, f, 2), s
+
+    (r, again), s = run(go())
+    assert (r.status, r.body, r.truncated, r.error) == (200, b"hello, world", None, None)
+    assert r.response_head == head and "X-Checksum" not in r.headers
+    assert again.body == b"hello, world" and len(s.connections) == 1
+
+
+def test_close_delimited_body_is_complete_and_the_connection_not_reused():
+    async def go():
+        async with RawServer(fixed_response(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", b"until close")) as s, \
+                fetcher() as f:
+            return await fetch_all(s, f, 2), s
+
+    results, s = run(go())
+    assert [(r.status, r.body, r.truncated) for r in results] == [(200, b"until close", None)] * 2
+    assert len(s.connections) == 2
+
+
+def test_http_1_0_response_is_read_and_its_connection_not_reused():
+    async def go():
+        async with RawServer(serve_forever(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")) as s, fetcher() as f:
+            return await fetch_all(s, f, 2), s
+
+    results, s = run(go())
+    assert [(r.status, r.body) for r in results] == [(200, b"ok")] * 2
+    assert results[0].response_head.startswith(b"HTTP/1.0 200 OK\r\n") and len(s.connections) == 2
+
+
+def test_interim_1xx_heads_are_skipped():
+    final = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
+
+    async def early(server, reader, writer):
+        await server.read_request(reader)
+        for piece in (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early", b" Hints\r\nLink: </s.css>\r\n\r\n", final, b"ok"):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+
+    r = fetch_one_raw(early)
+    assert (r.status, r.body, r.error) == (200, b"ok", None)
+    assert r.response_head == final and "Link" not in r.headers
+
+
+def test_a_head_arriving_byte_by_byte_is_kept_byte_for_byte():
+    head = b"HTTP/1.1 404 Not Found\r\nX-A: 1\r\nContent-Length: 3\r\n\r\n"
+
+    async def dribble(server, reader, writer):
+        await server.read_request(reader)
+        for i in range(len(head)):
+            writer.write(head[i:i + 1])
+            await writer.drain()
+        writer.write(b"nop")
+
+    r = fetch_one_raw(dribble)
+    assert (r.status, r.response_head, r.body) == (404, head, b"nop")
+
+
+def test_short_body_is_truncated_disconnect_and_a_long_one_cut_at_content_length():
+    short = fetch_one_raw(fixed_response(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", b"12345"))
+    assert (short.status, short.truncated, short.body, short.error) == (200, "disconnect", b"12345", None)
+
+    async def go():
+        async with RawServer(serve_forever(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")) as s, fetcher() as f:
+            return await fetch_all(s, f, 2), s
+
+    results, s = run(go())
+    assert [(r.body, r.truncated) for r in results] == [(b"ok", None)] * 2
+    assert len(s.connections) == 2  # bytes beyond the message: never reused
+
+
+# -- hostile heads -----------------------------------------------------------------------
+
+
+def test_header_count_cap_is_exact():
+    def head(n):
+        return b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(n - 1)) + b"Content-Length: 0\r\n\r\n"
+
+    assert fetch_one_raw(fixed_response(head(128))).status == 200
+    r = fetch_one_raw(fixed_response(head(129)))
+    assert (r.status, r.error) == (0, "too_large_headers")
+
+
+def test_head_size_cap_counts_the_whole_head():
+    head = b"HTTP/1.1 200 OK\r\nX-A: " + b"a" * 900 + b"\r\nContent-Length: 0\r\n\r\n"
+    assert fetch_one_raw(fixed_response(head), fetcher(header_bytes_max=len(head))).status == 200
+    r = fetch_one_raw(fixed_response(head), fetcher(header_bytes_max=len(head) - 1))
+    assert (r.status, r.error) == (0, "too_large_headers")
+
+
+def test_garbage_is_a_protocol_error_without_waiting_for_the_deadline():
+    async def ssh(server, reader, writer):
+        await server.read_request(reader)
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+        await asyncio.sleep(5)
+
+    r = fetch_one_raw(ssh, fetcher(total_s=3))
+    assert (r.status, r.error) == (0, "protocol") and r.elapsed_s < 2
+
+
+def test_protocol_switch_and_bad_framing_are_protocol_errors():
+    upgrade = fetch_one_raw(fixed_response(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"))
+    bad_chunk = fetch_one_raw(fixed_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"zz\r\n"))
+    two_lengths = fetch_one_raw(fixed_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok"))
+    assert (upgrade.status, upgrade.error) == (0, "protocol")
+    assert (bad_chunk.status, bad_chunk.error) == (0, "protocol")
+    assert (two_lengths.status, two_lengths.error) == (0, "protocol")
+
+
+def test_request_head_is_exactly_what_was_sent():
+    async def go():
+        async with RawServer(serve_forever(OK)) as s, fetcher() as f:
+            plain = await f.fetch(s.url("/p?q=1#frag"))
+            custom = await f.fetch(s.url("/"), headers={"accept": "text/plain", "If-None-Match": '"x"'})
+            return plain, custom, s
+
+    plain, custom, s = run(go())
+    assert [plain.request_head, custom.request_head] == s.requests
+    assert plain.request_head.startswith(b"GET /p?q=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % s.port)
+    assert b"\r\naccept: text/plain\r\n" in custom.request_head and b"Accept: text/html" not in custom.request_head
+
+
+def test_responses_without_body_keep_their_head_and_the_connection():
+    heads = [b"HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", b"HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n\r\n",
+             b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+
+    async def answers(server, reader, writer):
+        for head in heads:
+            await server.read_request(reader)
+            writer.write(head)
+        await server.read_request(reader)
+        writer.write(heads[0] + b"junk")  # bytes beyond a message without body
+        await server.read_request(reader)  # (were the connection reused, "junk" would start the next answer)
+        writer.write(OK)
+
+    async def go():
+        async with RawServer(answers) as s, fetcher() as f:
+            results = await fetch_all(s, f, 4)
+            return results, await f.fetch(s.url("/")), s
+
+    results, after, s = run(go())
+    assert [(r.status, r.response_head, r.body) for r in results] == [(int(h[9:12]), h, b"") for h in heads + heads[:1]]
+    assert after.status == 204 and len(s.connections) == 2  # after the junk, a new connection
+
+
+def test_closing_the_fetcher_ends_requests_waiting_for_a_slot():
+    async def never(server, reader, writer):
+        await server.read_request(reader)
+        await asyncio.sleep(5)
+
+    async def go():
+        async with RawServer(never) as s:
+            f = fetcher(connections_per_host_max=1)
+            holder = asyncio.ensure_future(f.fetch(s.url("/")))
+            waiter = asyncio.ensure_future(f.fetch(s.url("/")))
+            await asyncio.sleep(0.1)
+            await f.close()
+            return await holder, await waiter, f.connections_open, s
+
+    holder, waiter, still_open, s = run(go())
+    assert (holder.status, holder.error) == (0, "reset")
+    assert (waiter.status, waiter.error) == (0, "not_sent") and still_open == 0 and len(s.requests) == 1
