@@ -69,6 +69,7 @@ def test_a_crashed_workers_spool_is_repaired_and_shipped_on_the_next_start(tmp_p
     first = WarcWriter(spool, prefix="courtly-w1")
     _write(first, 2)
     first.flush()                                   # then the process dies: an .open file remains
+    first._live.close()                             # and its writer lock goes with it
     assert list(spool.glob("*.open"))
     root = f"file://{tmp_path}/remote"
     w = open_warc_output(root, "w1", prefix="courtly", spool=str(spool))

@@ -296,12 +296,13 @@ def test_file_is_named_open_while_written_and_renamed_with_its_index_on_close(tm
     writer = WarcWriter(tmp_path, fsync=False)
     write_all(writer, exchanges()[:2])
     writer.flush()
-    (open_file,) = tmp_path.iterdir()
+    open_file, lock = sorted(tmp_path.iterdir(), key=lambda p: p.name.startswith("."))
     assert open_file.name.endswith(".warc.gz.open")
     assert writer.open_path == open_file
+    assert lock.name.startswith(".writer-courtly-")     # the live writer's lock (see repair)
     writer.close()
     (path,) = writer.finished_paths
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, path.name + ".cdxj"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, path.name + ".cdxj"]   # lock gone
     match = NAME_RE.match(path.name)
     assert match and match.group(1) == TIMESTAMP and match.group(2) == "00000"
     assert cdxj_path(path) == tmp_path / (path.name + ".cdxj")
@@ -523,6 +524,24 @@ for i in range(10**9):
     if i == 200:
         print("ready", flush=True)
 """
+
+
+def test_repair_leaves_the_open_file_of_a_live_writer_alone(tmp_path: Path) -> None:
+    live = WarcWriter(tmp_path, prefix="courtly-w1", fsync=False)
+    write_all(live, exchanges()[:2])
+    live.flush()
+    dead = WarcWriter(tmp_path, prefix="courtly-w2", fsync=False)
+    write_all(dead, exchanges()[:2])
+    dead.flush()
+    dead._live.close()          # its process died: the kernel drops the lock with the descriptor
+    (repaired,) = repair(tmp_path)    # what another worker sharing the folder runs at start-up
+    assert repaired.name.startswith("courtly-w2-")
+    assert live.open_path is not None and live.open_path.exists()
+    write_all(live, exchanges()[2:4])
+    live.close()                # the live writer finishes its own file as usual
+    (path,) = live.finished_paths
+    assert len([r for r in iter_records(path) if r.rec_type == "response"]) == 4
+    assert repair(tmp_path) == []   # nothing left half-written
 
 
 def test_repair_after_kill_9_of_a_writing_process(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ Theory of operation
 -------------------
 * One writer writes one file at a time. A file is created lazily by the first
   ``write_exchange`` and named after that exchange's ``fetched_at`` (this
-  module never reads the clock), a per-writer serial and a random tag::
+  module never reads the clock), a per-writer serial and the writer's
+  random tag::
 
       {prefix}-{yyyymmddHHMMSS UTC}-{serial:05d}-{8 hex}.warc.gz
 
@@ -16,7 +17,10 @@ Theory of operation
   ``close()`` the writer fsyncs it, writes ``<name>.cdxj`` (via a temporary
   file and a rename), and only then renames ``<name>.open`` to ``<name>``: a
   ``.warc.gz`` file always has its index beside it, and anything a crash
-  leaves behind is an ``.open`` file that ``repair()`` finishes.
+  leaves behind is an ``.open`` file that ``repair()`` finishes. A live
+  writer holds a lock (``.writer-<prefix>-<tag>``, an `flock` that dies with
+  its process) that ``repair()`` respects, so writers of several processes
+  (distributed workers) may share a folder and each repair it at start-up.
 * Every file starts with a ``warcinfo`` record. Each exchange is a ``request``,
   a ``response`` and (if provenance fields are given) a ``metadata`` record,
   each in its own gzip member, so any record can be read from its offset
@@ -73,8 +77,10 @@ from courtly.shell.warc_index import (
     StoredRecord,
     cdxj_path,
     fsync_dir,
+    hold_writer_lock,
     index_warc,
     iter_records,
+    release_writer_lock,
     repair,
     status_and_mime,
     write_cdxj,
@@ -193,6 +199,10 @@ class WarcWriter:
         self._finished: list[Path] = []
         self._closed = False
         self.folder.mkdir(parents=True, exist_ok=True)
+        # Held until close(): `repair` in another process leaves this writer's
+        # .open files alone while it lives (its lock goes with the process).
+        self._tag = os.urandom(4).hex()   # in every file name of this writer
+        self._live = hold_writer_lock(self.folder, f"{prefix}-{self._tag}")
 
     # -- public
 
@@ -346,6 +356,8 @@ class WarcWriter:
             if self._file is not None:
                 self._finish(self._file)
                 self._file = None
+            if not self._closed:
+                release_writer_lock(self._live)
             self._closed = True
 
     def __enter__(self) -> WarcWriter:
@@ -422,7 +434,7 @@ class WarcWriter:
         stamp = datetime.fromtimestamp(self._named_at, UTC)
         name = (
             f"{self.prefix}-{stamp.strftime('%Y%m%d%H%M%S')}-"
-            f"{self._serial:05d}-{os.urandom(4).hex()}{WARC_SUFFIX}"
+            f"{self._serial:05d}-{self._tag}{WARC_SUFFIX}"
         )
         self._serial += 1
         path = self.folder / (name + OPEN_SUFFIX)

@@ -33,6 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 import surt as _surt
 
 __all__ = [
@@ -216,15 +221,63 @@ def _entry_from_member(data: bytes, offset: int, length: int) -> IndexEntry | No
 # ---------------------------------------------------------------- repair
 
 
+LOCK_PREFIX = ".writer-"   # + "<prefix>-<tag>" of a live writer's file names
+
+
+def hold_writer_lock(folder: Path, writer: str):
+    """Lock ``folder/.writer-<writer>`` for a live writer whose files are
+    named ``<writer prefix>-<stamp>-<serial>-<tag>``, `writer` being
+    ``<prefix>-<tag>`` (an exclusive `flock`, released by
+    `release_writer_lock` or when the process dies). The writer takes it
+    before it creates any ``.open`` file. Returns the open lock file (None
+    where `flock` does not exist)."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return None
+    fh = open(Path(folder) / f"{LOCK_PREFIX}{writer}", "a+b")  # noqa: SIM115
+    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)   # its own, fresh name: never waits
+    return fh
+
+
+def release_writer_lock(fh) -> None:
+    if fh is not None:
+        try:
+            os.unlink(fh.name)
+        except OSError:
+            pass
+        fh.close()
+
+
+def _writer_alive(folder: Path, open_name: str) -> bool:
+    """Does a live writer hold the lock of ``open_name``?"""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return False
+    parts = open_name.removesuffix(WARC_SUFFIX + OPEN_SUFFIX).rsplit("-", 3)
+    if len(parts) != 4:
+        return False
+    try:
+        fh = open(folder / f"{LOCK_PREFIX}{parts[0]}-{parts[3]}", "rb")  # noqa: SIM115
+    except OSError:
+        return False   # no lock file: its writer is gone (or predates the locks)
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        return False
+
+
 def repair(folder: Path) -> list[Path]:
     """Finish what a crash left: every ``*.warc.gz.open`` is cut after its
     last complete record, indexed and renamed; a ``.warc.gz`` without its
-    ``.cdxj`` gets one. Returns the repaired ``.warc.gz`` paths. Run it at
-    start-up, before any writer works in ``folder``: an ``.open`` file of a
-    live writer looks exactly like a crashed one."""
+    ``.cdxj`` gets one. Returns the repaired ``.warc.gz`` paths. The
+    ``.open`` files of writers still alive (in this or another process:
+    their lock, `hold_writer_lock`) are left alone, so workers sharing a
+    folder may each run it at start-up."""
     folder = Path(folder)
     repaired = []
     for path in sorted(folder.glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")):
+        if _writer_alive(folder, path.name):
+            continue
         final = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
         good_end = _complete_prefix_bytes(path)
         with open(path, "r+b") as fh:
