@@ -73,3 +73,21 @@ def test_impolite_settings_warn_unless_only_loopback():
                               "crawl": {"contact": "me@example.org"}})
     assert not any("IMPOLITE" in w for w in local.warnings())
     assert any("contact" in w for w in Config().warnings())
+
+
+def test_fetch_connections_fit_the_open_files_limit(monkeypatch, caplog):
+    import resource
+
+    from courtly.runtime import wiring
+
+    limits = {"now": (1024, 4096)}
+    monkeypatch.setattr(resource, "getrlimit", lambda what: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda what, lim: limits.update(now=lim))
+    assert wiring.connections_that_fit(2048) == 2048          # soft limit raised under the hard one
+    assert limits["now"] == (2048 + wiring.FILES_RESERVED, 4096)
+    limits["now"] = (1024, 1024)
+    with caplog.at_level("WARNING", logger="courtly"):
+        assert wiring.connections_that_fit(2048) == 1024 - wiring.FILES_RESERVED   # shrunk to fit
+    assert "does not fit the open-files limit" in caplog.text
+    with pytest.raises(ConfigError, match="connections_max"):
+        Config().replace("fetch", connections_max=0)

@@ -142,9 +142,15 @@ class FetchSection:
     decode_ratio_max: float = 100.0
     header_bytes_max: int = 64 * 1024
     redirects_max: int = 5
+    # Keep-alive connections held open across hosts (in use or idle). A polite
+    # crawl visits each host every delay_s, so the pool should outnumber the
+    # hosts in rotation, or each visit reconnects; the open-files limit is
+    # raised to fit at start-up (or the pool shrunk to fit, with a warning).
+    connections_max: int = 2048
 
     def __post_init__(self) -> None:
         _positive("fetch.connect_s", self.connect_s)
+        _positive("fetch.connections_max", self.connections_max)
         _positive("fetch.total_s", self.total_s)
         _positive("fetch.body_bytes_max", self.body_bytes_max)
         _positive("fetch.decode_ratio_max", self.decode_ratio_max)

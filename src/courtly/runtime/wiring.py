@@ -16,6 +16,7 @@ import asyncio
 import fcntl
 import gc
 import json
+import logging
 import os
 import signal
 import sys
@@ -33,6 +34,8 @@ from courtly.shell.fetcher import Http1Fetcher
 from courtly.shell.resolver import SafeResolver
 from courtly.shell.store.sqlite import SqliteStore
 from courtly.shell.warc import WarcWriter, repair
+
+log = logging.getLogger("courtly")
 
 __all__ = ["UsageError", "CrawlFolderError", "crawl_folder", "resolve_overrides", "run_crawl",
            "crawl_with_progress", "run_async"]
@@ -95,6 +98,33 @@ def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
     return pins
 
 
+FILES_RESERVED = 256   # descriptors kept for the store, WARC files, workers, the status server
+
+
+def connections_that_fit(wanted: int) -> int:
+    """`wanted` connections, after raising the soft open-files limit towards
+    the hard one so they fit; fewer (with a warning) when the hard limit is lower."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + FILES_RESERVED
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < need:
+        fit = max(16, soft - FILES_RESERVED)
+        log.warning("[fetch] connections_max = %d does not fit the open-files limit (%d): using %d",
+                    wanted, soft, fit)
+        return fit
+    return wanted
+
+
 def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver, Http1Fetcher, ExtractPool]:
     """The resolver (network policy, host pins), the fetcher (with a last-moment
     send gate for distributed workers) and the extraction pool."""
@@ -104,6 +134,7 @@ def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver
         resolver, user_agent=cfg.crawl.agent(), connect_s=f.connect_s, total_s=f.total_s,
         body_bytes_max=f.body_bytes_max, decoded_bytes_max=f.decoded_bytes_max,
         decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max, send_gate=send_gate,
+        connections_max=connections_that_fit(f.connections_max),
     )
     e = cfg.extract
     # 8 pages in flight per worker, not 2: the worker finds its next page waiting
