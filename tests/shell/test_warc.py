@@ -628,3 +628,18 @@ def test_surt_keys_of_common_and_tricky_urls(url: str) -> None:
     from courtly.shell.warc_index import _surt_key
 
     assert _surt_key(url) == surt.surt(url)
+
+
+def test_warc_dates_are_what_datetime_formats() -> None:
+    import math
+    from datetime import UTC, datetime
+
+    from courtly.shell.warc import _warc_date
+
+    rng = random.Random(8)
+    values = [rng.uniform(0, 4e9) for _ in range(20_000)]
+    values += [1.7e9 + k / 1e6 + 0.5e-6 for k in range(2_000)]     # halfway microseconds
+    values += [1.7e9 + 0.9999995, 1.7e9 + 0.9999994, 0.0, 1.5, 1.7e9 + 1e-7]
+    values += [math.nextafter(v, 0) for v in values[:500]]
+    for v in values:
+        assert _warc_date(v) == datetime.fromtimestamp(v, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), v

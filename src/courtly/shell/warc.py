@@ -57,6 +57,7 @@ characters that would break the framing.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import struct
@@ -519,9 +520,23 @@ def _record_ids(n: int) -> list[str]:
     return ids
 
 
+_last_second: tuple[int, str] = (-1, "")   # (whole second, "YYYY-MM-DDTHH:MM:SS"), swapped whole
+
+
 def _warc_date(t: float) -> str:
-    """WARC-Date of a POSIX time: UTC, microseconds (WARC 1.1 allows fractions)."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """WARC-Date of a POSIX time: UTC, microseconds (WARC 1.1 allows fractions);
+    the same string as ``datetime.fromtimestamp(t, UTC)`` formats (its rounding:
+    half to even on the microsecond), with the seconds part formatted once per second."""
+    global _last_second
+    sec = math.floor(t)
+    us = round((t - sec) * 1e6)
+    if us >= 1_000_000:
+        sec += 1
+        us -= 1_000_000
+    last = _last_second
+    if last[0] != sec:
+        last = _last_second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{last[1]}.{us:06d}Z"
 
 
 def _cdx_timestamp(date: str) -> str:
