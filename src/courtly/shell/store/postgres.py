@@ -223,10 +223,18 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
+        """A pooled connection. Failures of the connection itself, including
+        those of the pool's reset when the connection goes back (a server
+        restart can leave the protocol mid-operation: asyncpg then raises
+        InternalClientError from the release and drops the connection), are
+        `StoreUnavailable`. A reset that fails after the work completed (the
+        answer is in hand, a transaction committed) loses nothing: ignored."""
+        done = False
         try:
             async with self._pool.acquire(timeout=self.acquire_timeout_s) as conn:
                 try:
                     yield conn
+                    done = True
                 except _BROKEN as e:
                     conn.terminate()
                     raise StoreUnavailable(f"PostgreSQL connection broken: {e}") from e
@@ -234,7 +242,9 @@ class PostgresStore:
                     if not conn.is_closed():
                         raise
                     raise StoreUnavailable(f"PostgreSQL connection closed: {e}") from e
-        except _UNAVAILABLE as e:
+        except (*_UNAVAILABLE, *_BROKEN) as e:
+            if done:
+                return    # only the release failed: the pool replaces the connection
             raise StoreUnavailable(f"PostgreSQL unavailable: {e}") from e
 
     async def _one(self, method: str, sql: str, *args):
