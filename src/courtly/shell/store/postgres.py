@@ -108,6 +108,15 @@ async def migrate(conn, migrations: Sequence[tuple[int, str]] = MIGRATIONS) -> i
         raise StoreError(str(e)) from e
 
 
+def _closed(conn) -> bool:
+    """The connection is gone. A lost connection may already have been taken
+    back by the pool, whose proxy then refuses every call, `is_closed` too."""
+    try:
+        return conn.is_closed()
+    except asyncpg.exceptions.InterfaceError:
+        return True     # released back to the pool while still in use: it was lost
+
+
 def _rounds(rows: Sequence[tuple], key: int) -> list[list[tuple]]:
     """Split rows so no round repeats a key (one statement may not touch a row
     twice); rounds keep the batch's order, so sequential semantics hold."""
@@ -239,7 +248,8 @@ class PostgresStore:
                     conn.terminate()
                     raise StoreUnavailable(f"PostgreSQL connection broken: {e}") from e
                 except asyncpg.exceptions.InterfaceError as e:
-                    if not conn.is_closed():
+                    # e.g. a rollback after the server went away mid-statement
+                    if not _closed(conn):
                         raise
                     raise StoreUnavailable(f"PostgreSQL connection closed: {e}") from e
         except (*_UNAVAILABLE, *_BROKEN) as e:
