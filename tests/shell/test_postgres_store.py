@@ -582,3 +582,81 @@ def test_store_rides_out_a_server_restart_and_retries_once(tmp_path):
             await s.close()
 
         run(body(), timeout_s=120)
+
+
+class _Pool:
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def acquire(self, timeout=None):
+        return self
+
+    async def __aenter__(self):
+        return self.conn
+
+    async def __aexit__(self, *exc):
+        return False
+
+
+class _ResetFails(_Pool):
+    """A pool whose connection cannot be reset when it goes back: after a
+    server restart asyncpg can find the protocol still mid-operation and
+    raises InternalClientError from the release (it drops the connection)."""
+
+    async def __aexit__(self, *exc):
+        raise asyncpg.exceptions.InternalClientError("cannot switch to state 15; another operation (2)"
+                                                     " is in progress")
+
+
+class _Conn:
+    def __init__(self, answer) -> None:
+        self.answer = answer
+
+    async def fetchval(self, sql, *args):
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+def test_a_connection_the_pool_cannot_reset_is_unavailable_not_a_crash():
+    # the call failed (server gone mid-statement) and the release failed too:
+    # the caller sees StoreUnavailable and retries, as for any lost connection
+    lost = asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+    store = PostgresStore(_ResetFails(_Conn(lost)), P)
+    with pytest.raises(StoreUnavailable):
+        run(store.heartbeat("w"))
+    with pytest.raises(StoreUnavailable):
+        run(store.get_meta("crawl_id"))
+    # the call completed (its answer is in hand) and only the release failed:
+    # nothing is lost, the answer is kept
+    store = PostgresStore(_ResetFails(_Conn("abc")), P)
+    assert run(store.get_meta("crawl_id")) == "abc"
+
+
+class _Lost:
+    """A connection the server dropped in the middle of a batch: the statement
+    fails, the rollback finds the connection closed, and the pool has already
+    taken the connection back (its proxy refuses every call, `is_closed` too)."""
+
+    def transaction(self):
+        return self
+
+    async def start(self):
+        pass
+
+    async def rollback(self):
+        raise asyncpg.exceptions.InterfaceError("cannot call Transaction.rollback(): the underlying connection"
+                                                " is closed")
+
+    async def fetchval(self, sql, *args):
+        raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+
+    def is_closed(self):
+        raise asyncpg.exceptions.InterfaceError("cannot call Connection.is_closed(): connection has been"
+                                                " released back to the pool")
+
+
+def test_a_batch_cut_off_by_a_server_restart_is_unavailable_and_retried():
+    store = PostgresStore(_Pool(_Lost()), P)
+    with pytest.raises(StoreUnavailable):
+        run(store.apply(Batch(meta={"k": "v"}), batch_id="b1"))

@@ -231,6 +231,10 @@ class Crawler:
         self.stats.started_at = self.clock.now()
         self.batch.meta["started"] = repr(self.stats.started_at)
         committer = asyncio.create_task(self._commit_loop())
+        # the committer ending on its own is a bug: stop loudly (like a fetch
+        # task), never go on fetching with nothing written (a distributed
+        # worker would then wait forever for its own uncommitted pages)
+        committer.add_done_callback(self._task_done)
         try:
             await self._main_loop()
         finally:
@@ -240,10 +244,7 @@ class Crawler:
             if self._processing:
                 await asyncio.wait(set(self._processing))
             committer.cancel()
-            try:
-                await committer
-            except asyncio.CancelledError:
-                pass
+            await asyncio.gather(committer, return_exceptions=True)   # a failure is in _fatal
             self.commit(final=True)
         return self.stats
 

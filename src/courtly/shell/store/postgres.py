@@ -108,6 +108,15 @@ async def migrate(conn, migrations: Sequence[tuple[int, str]] = MIGRATIONS) -> i
         raise StoreError(str(e)) from e
 
 
+def _closed(conn) -> bool:
+    """The connection is gone. A lost connection may already have been taken
+    back by the pool, whose proxy then refuses every call, `is_closed` too."""
+    try:
+        return conn.is_closed()
+    except asyncpg.exceptions.InterfaceError:
+        return True     # released back to the pool while still in use: it was lost
+
+
 def _rounds(rows: Sequence[tuple], key: int) -> list[list[tuple]]:
     """Split rows so no round repeats a key (one statement may not touch a row
     twice); rounds keep the batch's order, so sequential semantics hold."""
@@ -223,18 +232,29 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
+        """A pooled connection. Failures of the connection itself, including
+        those of the pool's reset when the connection goes back (a server
+        restart can leave the protocol mid-operation: asyncpg then raises
+        InternalClientError from the release and drops the connection), are
+        `StoreUnavailable`. A reset that fails after the work completed (the
+        answer is in hand, a transaction committed) loses nothing: ignored."""
+        done = False
         try:
             async with self._pool.acquire(timeout=self.acquire_timeout_s) as conn:
                 try:
                     yield conn
+                    done = True
                 except _BROKEN as e:
                     conn.terminate()
                     raise StoreUnavailable(f"PostgreSQL connection broken: {e}") from e
                 except asyncpg.exceptions.InterfaceError as e:
-                    if not conn.is_closed():
+                    # e.g. a rollback after the server went away mid-statement
+                    if not _closed(conn):
                         raise
                     raise StoreUnavailable(f"PostgreSQL connection closed: {e}") from e
-        except _UNAVAILABLE as e:
+        except (*_UNAVAILABLE, *_BROKEN) as e:
+            if done:
+                return    # only the release failed: the pool replaces the connection
             raise StoreUnavailable(f"PostgreSQL unavailable: {e}") from e
 
     async def _one(self, method: str, sql: str, *args):
