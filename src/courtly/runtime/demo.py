@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -79,8 +79,9 @@ def run_demo(args) -> int:
           file=sys.stderr)
     if args.hosts < 1:
         raise UsageError("--hosts must be at least 1")
-    with simweb_process(sim_dir, ["--profile", "demo", "--seed", str(args.seed), "--hosts", str(args.hosts),
-                                 "--ips", str(min(args.hosts, 8))]) as web:
+    sim_args = ["--profile", "demo", "--seed", str(args.seed), "--hosts", str(args.hosts),
+                "--ips", str(min(args.hosts, 8))]
+    with _simweb_on_its_port(sim_dir, sim_args) as web:
         cfg = Config()
         cfg = cfg.replace("crawl", max_pages=args.max_pages, contact="https://example.invalid/courtly-demo",
                           fetch_tasks=64)
@@ -103,6 +104,33 @@ def run_demo(args) -> int:
     print(f"\nNext:  courtly stats --out {out}/crawl\n       courtly explain URL --out {out}/crawl"
           f"\n       ls {out}/crawl/warc/", file=sys.stderr)
     return 0 if ok else 1
+
+
+PORT_FILE = "port"   # the simulated web's port, kept so that a second run resumes the same URLs
+
+
+@contextmanager
+def _simweb_on_its_port(sim_dir: Path, sim_args: list[str]) -> Iterator[SimwebHandle]:
+    """The demo's simulated web on the port of the previous run in `sim_dir`
+    (its URLs carry the port: on another port a resumed crawl would see a new
+    web and fetch every page again); a free port the first time, or when the
+    old one is taken."""
+    port_file = sim_dir / PORT_FILE
+    try:
+        port = int(port_file.read_text())
+    except (OSError, ValueError):
+        port = 0
+    with ExitStack() as stack:
+        try:
+            web = stack.enter_context(simweb_process(sim_dir, [*sim_args, "--port", str(port)]))
+        except RuntimeError:
+            if not port:
+                raise
+            print(f"courtly demo: port {port} of the previous run is taken: this run crawls the simulated "
+                  "web under new URLs (pages already fetched are fetched again)", file=sys.stderr)
+            web = stack.enter_context(simweb_process(sim_dir, sim_args))
+        port_file.write_text(str(web.port))
+        yield web
 
 
 def _check(web: SimwebHandle, cfg) -> bool:
