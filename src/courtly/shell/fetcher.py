@@ -68,7 +68,6 @@ ACCEPT_DEFAULT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.
 ACCEPT_ENCODING = "gzip, deflate, br, zstd"
 DECODE_INLINE_BYTES_MAX = 1 << 20  # larger encoded bodies are decoded in a thread
 HEADERS_COUNT_MAX = 128
-PERMITTED_CACHE_MAX = 65_536  # caller-given addresses whose policy answer is remembered
 
 _EMPTY_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
 _DEFAULT_PORT = {"http": 80, "https": 443}
@@ -134,8 +133,6 @@ class Http1Fetcher:
                 raise ValueError(f"{name} must be > 0")
         self.resolver = resolver
         self._policy = resolver.policy
-        # caller-given ip -> its normalised form if the (frozen) policy permits it, else ""
-        self._permitted: dict[str, str] = {}
         self._total_s = total_s
         self._connect_s = connect_s
         self._body_bytes_max = body_bytes_max
@@ -253,16 +250,9 @@ class Http1Fetcher:
             known = self.resolver.cached(host)
             ip = known[0] if known is not None else (await self.resolver.resolve(host))[0]
         else:
-            checked = self._permitted.get(ip)
-            if checked is None:
-                norm = normalise_host(ip)
-                checked = norm if self._policy.permits(norm) else ""
-                if len(self._permitted) >= PERMITTED_CACHE_MAX:
-                    self._permitted.clear()
-                self._permitted[ip] = checked
-            if not checked:
+            ip = normalise_host(ip)
+            if not self._policy.permits(ip):   # remembered per address by the policy itself
                 raise _Failed("non_public", f"{ip} is not permitted by the network policy")
-            ip = checked
         f.ip = ip
         key = (scheme, host, ip, port)
         pool = self._pool
