@@ -81,3 +81,19 @@ def test_unopenable_database_is_a_store_error(tmp_path):
     (tmp_path / "c.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError):
         SqliteStore(tmp_path / "c.db")
+
+
+def test_a_nofollow_refusal_is_not_seen_even_after_a_restart(tmp_path):
+    # Found by the SIGKILL-and-resume test: after a restart, a URL refused only
+    # as nofollow counted as seen, so a later plain link to it was dropped.
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(decisions=[("http://a.test/n", "a.test", "http://a.test/", 1.0, "skipped", "nofollow",
+                              "page nofollow", 1),
+                             ("http://a.test/r", "a.test", "http://a.test/", 1.0, "skipped", "robots", "x", 1)]))
+    s.close()
+    s = SqliteStore(tmp_path / "c.db")
+    assert not s.has_url("http://a.test/n") and s.has_url("http://a.test/r")
+    assert sorted(s.iter_urls()) == ["http://a.test/r"]
+    s.apply(Batch(new_urls=[_new("http://a.test/n")]))        # a plain link turns it into a queued URL
+    assert s.has_url("http://a.test/n")
+    s.close()

@@ -185,11 +185,18 @@ class SqliteStore:
 
     # ---- reads ----------------------------------------------------------------
 
+    # A URL refused only because a page linked it rel=nofollow is not "seen":
+    # another page may link it plainly (admission is told so; the new_urls
+    # insert then turns the row into a queued one). After a restart too.
+    _SEEN = "SELECT 1 FROM urls WHERE url = ? AND NOT (state = 'skipped' AND reason IS 'nofollow')"
+
     def has_url(self, url: str) -> bool:
-        return self._db.execute("SELECT 1 FROM urls WHERE url = ?", (url,)).fetchone() is not None
+        """Is `url` known for good (anything but a nofollow refusal)?"""
+        return self._db.execute(self._SEEN, (url,)).fetchone() is not None
 
     def iter_urls(self) -> Iterator[str]:
-        for (u,) in self._db.execute("SELECT url FROM urls"):
+        """Every URL known for good (what `has_url` says yes to)."""
+        for (u,) in self._db.execute("SELECT url FROM urls WHERE NOT (state = 'skipped' AND reason IS 'nofollow')"):
             yield u
 
     def iter_queued(self) -> Iterator[tuple]:
