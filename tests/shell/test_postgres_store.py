@@ -118,7 +118,7 @@ def _batches() -> list[Batch]:
               simhashes=[("d1", -5, "a.test"), ("d2", 2 ** 62, "a.test"), ("d0", 7, "b.test")],
               histories={a1: (a1, "a.test", 1, 0, "[1, 2]")},
               dead_letters=[(a2, 2.0, "extract failed")], hosts={"a.test": {"delay_s": 3.0}}),
-        Batch(decisions=[nofollow,
+        Batch(decisions=[nofollow, ("http://a.test/nf",) + nofollow[1:],   # stays a nofollow refusal
                          ("http://b.test/p", "b.test", a1, 3.0, "skipped", "robots", "Disallow: /p", 1),
                          ("http://b.test/q", "b.test", a1, 3.0, "skipped", "robots", "Disallow: /q", 1),
                          ("http://b.test/r", "b.test", a1, 3.0, "skipped", "robots", "other", 1),
@@ -160,7 +160,7 @@ async def _reads(s, sync: bool) -> dict:
         "denied": await a(s.count_denied("b.test", "robots")),
         "meta": [await a(s.get_meta(k)) for k in ("started", "x", "nope")],
         "linked": sorted(await a(s.linked_from("http://a.test/1"))),
-        "has": [await a(s.has_url(u)) for u in ("http://a.test/1", "http://nowhere.test/")],
+        "has": [await a(s.has_url(u)) for u in ("http://a.test/1", "http://nowhere.test/", "http://a.test/nf")],
         "counts": await a(s.counts()),
     }
     return out

@@ -618,8 +618,13 @@ class PostgresStore:
 
     # ---- reads (the same answers as SqliteStore) -------------------------------------------------
 
+    # A URL refused only as nofollow is not "seen" (see SqliteStore._SEEN).
+    _KNOWN = "NOT (state = 'skipped' AND reason IS NOT DISTINCT FROM 'nofollow')"
+
     async def has_url(self, url: str) -> bool:
-        return await self._one("fetchval", "SELECT true FROM urls WHERE url = $1", url) is not None
+        """Is `url` known for good (anything but a nofollow refusal)?"""
+        return await self._one("fetchval", f"SELECT true FROM urls WHERE url = $1 AND {self._KNOWN}",
+                               url) is not None
 
     async def _pages(self, sql: str, key_col: int, *args, start=None) -> AsyncIterator[tuple]:
         """Keyset pagination: `sql` takes $1 = last key (or NULL) and $2 = page size."""
@@ -633,7 +638,7 @@ class PostgresStore:
             last = rows[-1][key_col]
 
     async def iter_urls(self) -> AsyncIterator[str]:
-        async for (u,) in self._pages("SELECT url FROM urls WHERE $1::text IS NULL OR url > $1"
+        async for (u,) in self._pages(f"SELECT url FROM urls WHERE ($1::text IS NULL OR url > $1) AND {self._KNOWN}"
                                       " ORDER BY url LIMIT $2", 0):
             yield u
 
