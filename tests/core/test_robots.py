@@ -566,3 +566,19 @@ def test_robots_book_invariants_hold_for_any_sequence(ops: list[tuple[float, str
             copy = RobotsBook(cache_s=20_000.0, fetch_timeout_s=500.0)
             copy.restore(O, snap)
             assert copy.lookup(O, now) == view
+
+
+def test_answers_per_token_stay_right_when_one_rules_object_serves_many_tokens():
+    # RobotsRules remembers each token's groups; more tokens than it keeps
+    # must still give every token its own groups, not another token's.
+    text = b"User-agent: a0\nDisallow: /a\n\nUser-agent: a5\nDisallow: /b\nCrawl-delay: 3\n\nUser-agent: *\nDisallow: /c\n"
+    shared = parse_robots(text)
+    tokens = [f"a{i}" for i in range(20)] * 2
+    for t in tokens:
+        fresh = parse_robots(text)
+        for path in ("/a", "/b", "/c", "/d"):
+            assert shared.allowed(t, path) == fresh.allowed(t, path), (t, path)
+        assert shared.crawl_delay(t) == fresh.crawl_delay(t)
+    assert not shared.allowed("a0", "/a") and shared.allowed("a0", "/c")
+    assert not shared.allowed("a5", "/b") and shared.crawl_delay("a5") == 3.0
+    assert not shared.allowed("other", "/c") and shared.allowed("other", "/a")

@@ -186,14 +186,33 @@ def product_token(value: str) -> str:
     return m.group(0).lower() if m else ""
 
 
+_TOKENS_CACHED_MAX = 8
+
+
 @dataclass(frozen=True, slots=True)
 class RobotsRules:
     """A parsed robots.txt. Values in, values out; never raises on lookups."""
 
     groups: tuple[RobotsGroup, ...] = ()
     sitemaps: tuple[str, ...] = ()
+    # token -> (its groups, their rules as (pattern length, allow, matcher)):
+    # asked for every URL of the origin, with the crawler's one token
+    _by_token: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _for(self, token: str) -> tuple[tuple[RobotsGroup, ...], tuple[tuple[int, bool, Any], ...]]:
+        got = self._by_token.get(token)
+        if got is None:
+            groups = self._groups_for(token)
+            rules = tuple((len(r.pattern), r.allow, r.matches) for g in groups for r in g.rules)
+            if len(self._by_token) >= _TOKENS_CACHED_MAX:
+                self._by_token.clear()
+            got = self._by_token[token] = (groups, rules)
+        return got
 
     def groups_for(self, token: str) -> tuple[RobotsGroup, ...]:
+        return self._for(token)[0]
+
+    def _groups_for(self, token: str) -> tuple[RobotsGroup, ...]:
         t = product_token(token)
         if t and t != "*":
             named = tuple(g for g in self.groups if t in g.agents)
@@ -208,11 +227,9 @@ class RobotsRules:
             return True
         norm = _normalize(path, pattern=False)
         best, allow = -1, True
-        for group in self.groups_for(token):
-            for rule in group.rules:
-                size = len(rule.pattern)
-                if (size > best or (size == best and rule.allow)) and rule.matches(norm):
-                    best, allow = size, rule.allow
+        for size, rule_allow, matches in self._for(token)[1]:
+            if (size > best or (size == best and rule_allow)) and matches(norm):
+                best, allow = size, rule_allow
         return allow
 
     def crawl_delay(self, token: str) -> float | None:

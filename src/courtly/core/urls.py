@@ -495,6 +495,25 @@ def host_of_normalized(url: str) -> str:
     return hostport if colon < 0 else hostport[:colon]
 
 
+@functools.lru_cache(maxsize=4096)
+def _origin_of(scheme: str, hostport: str) -> Origin:
+    if hostport.startswith("["):
+        close = hostport.index("]")
+        host, rest = hostport[1:close], hostport[close + 1:]
+    else:
+        host, _, port = hostport.partition(":")
+        rest = ":" + port if port else ""
+    return Origin(scheme, host, int(rest[1:]) if rest else _DEFAULT_PORTS[scheme])
+
+
+def origin_of_normalized(url: str) -> Origin:
+    """`split_origin(url)` for a URL that `normalize_url` returned, read off
+    the string like `host_of_normalized`. Other URLs: use split_origin."""
+    start = url.index("://")
+    end = url.find("/", start + 3)
+    return _origin_of(url[:start], url[start + 3:end] if end >= 0 else url[start + 3:])
+
+
 def split_origin(url: str) -> Origin:
     """scheme, canonical host (IPv6 without brackets) and port of an http(s) URL."""
     scheme, host, port, _, _ = _http_parts(url)

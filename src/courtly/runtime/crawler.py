@@ -45,7 +45,15 @@ from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
 from courtly.core.robots import RobotsBook, RobotsFailed, RobotsFetched, RobotsState
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
-from courtly.core.urls import NormalizeRules, UrlError, normalize_url, politeness_key, resolve_url, split_origin
+from courtly.core.urls import (
+    NormalizeRules,
+    UrlError,
+    normalize_url,
+    origin_of_normalized,
+    politeness_key,
+    resolve_url,
+    split_origin,
+)
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.overflow import Overflow
@@ -393,7 +401,7 @@ class Crawler:
         if purge is not None:
             self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
             return "done"
-        origin = split_origin(item.url)
+        origin = origin_of_normalized(item.url)   # queued URLs are normalised
         origin_s = str(origin)
         # The address check comes first: a non-public target gets no request at
         # all, not even for its robots.txt.

@@ -123,7 +123,7 @@ class SafeResolver:
     async def resolve(self, host: str) -> list[str]:
         """Permitted addresses of `host`, preferred first; raises ResolveFailed."""
         key = normalise_host(host)
-        answer = self.cached(key)
+        answer = self._cached(key)
         if answer is not None:
             return answer
         task = self._inflight.get(key)
@@ -139,7 +139,9 @@ class SafeResolver:
     def cached(self, host: str) -> list[str] | None:
         """The answer without any lookup (literal, override, fresh cache entry),
         or None when a lookup is needed. Raises ResolveFailed like `resolve`."""
-        key = normalise_host(host)
+        return self._cached(normalise_host(host))
+
+    def _cached(self, key: str) -> list[str] | None:
         if key and (key[0].isdigit() or ":" in key) and parse_ip(key) is not None:
             return self._checked(self._permitted(key, [key]))
         over = self._overrides.get(key)
