@@ -95,3 +95,14 @@ def test_a_lone_page_is_sent_at_once():
     results, before, after = run_batch([SMALL[1]], pipeline_depth=8)
     assert results == [in_process(*SMALL[1])]
     assert after.batches - before.batches == 1 and after.replies - before.replies == 1
+
+
+def test_a_batch_of_large_pages_goes_in_one_write_and_comes_back_in_one_reply():
+    """Eight pages of ~60 KB (more than a default socket buffer holds) still
+    reach the worker as one batch."""
+    pages = [(b"<html><title>big</title><a href=/b%d>b</a><p>" % i + b"word " * 12_000 + b"</p></html>",
+              f"http://big{i}.example/", "text/html", "") for i in range(8)]
+    results, before, after = run_batch(pages, pipeline_depth=8)
+    assert results == [in_process(*page) for page in pages]
+    assert after.batches - before.batches == 1
+    assert after.replies - before.replies == 1

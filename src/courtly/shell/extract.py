@@ -75,6 +75,7 @@ __all__ = ["ExtractPool", "ExtractFailed", "ExtractPoolStats"]
 ATTEMPTS_MAX = 2            # a page may kill or hang this many workers
 START_FAILURES_MAX = 3      # consecutive workers dying before ready: broken
 STOP_GRACE_S = 2.0          # after EOF or a kill, wait this long before SIGKILL
+SEND_BUFFER_BYTES = 1 << 20  # socket send buffer towards a worker: a batch of pages in one write
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +313,7 @@ class ExtractPool:
 
     def _spawn(self) -> _Worker:
         parent_sock, child_sock = socket.socketpair()
+        parent_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         progress = self._context.RawArray(PROGRESS_TYPE, [-1.0, 0.0])
         process = self._context.Process(
             target=worker_main, args=(child_sock, *self._worker_args, progress),
