@@ -43,6 +43,7 @@ import signal
 import socket
 import struct
 import time
+from typing import NoReturn
 
 from courtly.core.fingerprint import simhash64
 from courtly.core.links import Link, PageLinks, ParsedHtml, is_html, link_fields, parse_html
@@ -151,7 +152,13 @@ def worker_main(
     inbox = _Inbox(sock)
     try:
         sock.sendall(frame(marshal.dumps(READY)))
-        while (tasks := inbox.read()) is not None:
+        while True:
+            try:
+                tasks = inbox.read()
+            except MemoryError:  # decoding a batch (the pool blames its first page)
+                _exit_memory(sock)
+            if tasks is None:
+                break
             _serve_batch(sock, tasks, 2 * task_s_max + 1, options, progress)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the parent went away or stopped us before we were ready
@@ -218,13 +225,18 @@ def _serve_batch(sock: socket.socket, tasks: list[tuple], alarm_s: float,
         reply = None
     signal.setitimer(signal.ITIMER_REAL, 0)
     if reply is None:
-        try:
-            sock.sendall(frame(marshal.dumps(("memory",))))
-        finally:
-            os._exit(EXIT_MEMORY)
+        _exit_memory(sock)
     if progress is not None:
         progress[0] = -1  # between batches: a death now is no task's fault
     sock.sendall(frame(reply))
+
+
+def _exit_memory(sock: socket.socket) -> NoReturn:
+    """Say ``("memory",)`` and exit with `EXIT_MEMORY`."""
+    try:
+        sock.sendall(frame(marshal.dumps(("memory",))))
+    finally:
+        os._exit(EXIT_MEMORY)
 
 
 def _limit_memory(memory_bytes_max: int) -> None:
