@@ -11,7 +11,8 @@ path when `courtly.core._speedups` is built, and the pure-Python path),
 `error_fingerprint`, and the whole task as the worker runs it
 (`extract_worker.process_task`: links, prints, reply marshal), last again
 with the malloc settings a worker process makes (`_keep_freed_heap`); first,
-the CPU a real pool's worker process spends per page (`--pool-rounds`). Pure CPU,
+the CPU a real pool's worker process spends per page (`--pool-rounds`,
+`--pipeline-depth`) and what the pool's side spends meanwhile. Pure CPU,
 bounded by the arguments; prints figures, writes nothing, asserts nothing.
 """
 
@@ -83,16 +84,19 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def pool_us(pages: list[tuple[str, bytes]], rounds: int) -> float:
+async def pool_us(pages: list[tuple[str, bytes]], rounds: int, depth: int) -> tuple[float, float]:
     """CPU of one worker of a real `ExtractPool` (fingerprints on, no soft-404
-    print) per page, from /proc, after its start-up."""
-    async with ExtractPool(1, fingerprints=True, tasks_per_child=1 << 30) as pool:
+    print) per page, from /proc, after its start-up; and the CPU this process
+    (the pool's side) spent per page meanwhile. Pages are submitted all at
+    once, `depth` in flight."""
+    async with ExtractPool(1, fingerprints=True, tasks_per_child=1 << 30, pipeline_depth=depth) as pool:
         await pool.submit(pages[0][1], pages[0][0], CT)
         pid = pool._workers[0].pid
-        before = _cpu_s(pid)
+        before, parent_before = _cpu_s(pid), time.process_time()
         for _ in range(rounds):
             await asyncio.gather(*(pool.submit(body, url, CT, "", error_print=False) for url, body in pages))
-        return (_cpu_s(pid) - before) / (rounds * len(pages)) * 1e6
+        count = rounds * len(pages)
+        return (_cpu_s(pid) - before) / count * 1e6, (time.process_time() - parent_before) / count * 1e6
 
 
 def main() -> None:
@@ -100,10 +104,13 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=400)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pool-rounds", type=int, default=5, help="passes over the pages through a real pool (0: skip)")
+    ap.add_argument("--pipeline-depth", type=int, default=8, help="pages in flight to the pool's worker (the crawl's: 8)")
     args = ap.parse_args()
     pages = bench_pages(args.pages)
     if args.pool_rounds > 0 and os.path.exists("/proc/self/stat"):
-        print(f"{'worker process of a pool, CPU from /proc':<44} {asyncio.run(pool_us(pages, args.pool_rounds)):>8.0f} us/page")
+        worker_us, parent_us = asyncio.run(pool_us(pages, args.pool_rounds, args.pipeline_depth))
+        print(f"{'worker process of a pool, CPU from /proc':<44} {worker_us:>8.0f} us/page")
+        print(f"{'the pool side (submit, IPC, decode)':<44} {parent_us:>8.0f} us/page")
     texts = [(url, main_text(body, CT)) for url, body in pages]
     size = sum(len(b) for _, b in pages) / len(pages)
     print(f"{len(pages)} pages, {size / 1000:.1f} KB average, main text {sum(len(t) for _, t in texts) / len(texts):.0f}"

@@ -13,16 +13,26 @@ Theory of operation
   sets RLIMIT_AS to `memory_bytes_max`, ignores SIGINT (the parent decides
   when it stops), then serves tasks in order over its own Unix socket pair,
   in length-prefixed `marshal` frames (no pickle, no per-link objects).
+- Batches: the pages submitted in one event-loop turn are sent at the end of
+  that turn (`_flush`), each worker's share in one write; the worker reads
+  all the frames waiting, runs them in order and answers them in one reply
+  frame (early when the batch runs past `extract_worker.REPLY_AFTER_S`). So
+  the socket calls and the wake-ups of two processes that share a core are
+  per batch, not per page; a lone page still goes at once (nothing waits
+  for a batch to fill).
 - Up to `pipeline_depth` tasks are in flight per worker, so a worker never
-  idles for a round trip. A worker works in order, so its oldest unanswered
-  task is the one running: the head. The head's clock starts when it becomes
-  head; after `task_s_max` the worker is SIGKILLed by PID. The worker also
-  arms a SIGALRM at ``2 * task_s_max + 1`` s with the default action, so a hung
-  worker whose parent died still ends.
-- When a worker dies (timeout kill, segfault, MemoryError, os._exit) its head
-  is to blame: its attempt count goes up and it is retried on a *fresh* worker
-  (one that has run nothing yet); the tasks queued behind it were never
-  started and go back to the front of the queue unblamed. After
+  idles for a round trip. Before each task the worker writes its id and
+  start time to a small shared array (`progress`), so the pool knows which
+  task of a batch is running. The timer (`_on_timer`) kills the worker by
+  PID when that task has run `task_s_max`, or when the worker has started
+  none of its tasks for that long. The worker also arms a SIGALRM at
+  ``2 * task_s_max + 1`` s with the default action, so a hung worker whose
+  parent died still ends.
+- When a worker dies (timeout kill, segfault, MemoryError, os._exit) the
+  task it was running is to blame (the head, when its progress names none):
+  its attempt count goes up and it is retried on a *fresh* worker (one that
+  has run nothing yet); the other tasks of its batch (done but unanswered, or
+  never started) go back to the front of the queue unblamed. After
   `ATTEMPTS_MAX` (2) failures the result is `ExtractFailed(url, reason,
   attempts)` and the pool goes on.
 - A worker is recycled after `tasks_per_child` tasks: it takes no more work,
@@ -35,9 +45,10 @@ Theory of operation
 Figures (2 cores shared with other jobs, load 2-4, so noisy; 30 KB page,
 167 links; results used and dropped): in-process 770-970 pages/s; pool of
 1 worker 560-1,110 (pipeline 2; ~450-600 without pipelining); 2 workers
-630-1,330 (pipeline 2) and up to ~1,580 (pipeline 4). The parent spends
-~250-300 us of CPU per page (framing, asyncio, building Link objects), so on
-2 cores it takes a share from the workers. A worker starts in ~0.2-0.5 s.
+630-1,330 (pipeline 2) and up to ~1,580 (pipeline 4). A worker starts in
+~0.2-0.5 s. The pool's side (submit, framing, asyncio, decoding into Link
+objects) spent 160-200 us of CPU per page with a frame and a wake-up each
+way per page, 80-95 us with batches (`bench/extract_steps.py`, pipeline 8).
 
 Rules: spawn re-imports the parent's ``__main__``, so a script using the
 pool needs the ``if __name__ == "__main__":`` guard. The fault hooks in
@@ -58,13 +69,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from courtly.core.links import ExtractFailed, PageLinks
-from courtly.shell.extract_worker import EXIT_MEMORY, HEADER, READY, decode_page, frame, worker_main
+from courtly.shell.extract_worker import EXIT_MEMORY, HEADER, PROGRESS_TYPE, READY, decode_page, worker_main
 
 __all__ = ["ExtractPool", "ExtractFailed", "ExtractPoolStats"]
 
 ATTEMPTS_MAX = 2            # a page may kill or hang this many workers
 START_FAILURES_MAX = 3      # consecutive workers dying before ready: broken
 STOP_GRACE_S = 2.0          # after EOF or a kill, wait this long before SIGKILL
+SEND_BUFFER_BYTES = 1 << 20  # socket send buffer towards a worker: a batch of pages in one write
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +88,15 @@ class ExtractPoolStats:
     retried: int = 0          # tasks re-run on a fresh worker
     workers_started: int = 0
     workers_lost: int = 0     # died or were killed while working
+    batches: int = 0          # writes of tasks to a worker (one or more tasks each)
+    replies: int = 0          # answers from workers (one or more results each)
 
 
 @dataclass(eq=False, slots=True)
 class _Task:
     task_id: int
     url: str
-    frame: bytes
+    payload: bytes            # the marshalled request (framed when sent)
     future: asyncio.Future
     reasons: list[str] = field(default_factory=list)
 
@@ -97,8 +111,10 @@ class _Worker:
     retiring: bool = False     # takes no new work; closed when idle
     lost: bool = False         # its connection is gone
     sent: int = 0
+    progress: object = None     # shared [task_id, started_at] the worker writes
     timer: asyncio.TimerHandle | None = None
-    timed: _Task | None = None  # the task `timer` is for
+    idle_since: float | None = None  # tasks in flight but none of them started
+    culprit: _Task | None = None     # the task a timeout kill is for
     kill_reason: str | None = None
     exited: asyncio.Future | None = None
 
@@ -173,6 +189,7 @@ class ExtractPool:
         self._workers: list[_Worker] = []
         self._ids = itertools.count()
         self._pending = 0
+        self._flush_due = False   # a dispatch is scheduled for the end of this loop turn
         self._drained: asyncio.Event | None = None
         self._background: set[asyncio.Future] = set()
         self._start_failures = 0
@@ -215,11 +232,13 @@ class ExtractPool:
             loop = asyncio.get_running_loop()
             task_id = next(self._ids)
             payload = marshal.dumps((task_id, url, content_type, x_robots_tag, bytes(body), error_print))
-            task = _Task(task_id, url, frame(payload), loop.create_future())
+            task = _Task(task_id, url, payload, loop.create_future())
             self._pending += 1
             self._drained.clear()
             self._queue.append(task)
-            self._dispatch()
+            if not self._flush_due:  # one batch for every page submitted in this turn
+                self._flush_due = True
+                loop.call_soon(self._flush)
             try:
                 return await task.future
             finally:
@@ -295,8 +314,10 @@ class ExtractPool:
 
     def _spawn(self) -> _Worker:
         parent_sock, child_sock = socket.socketpair()
+        parent_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        progress = self._context.RawArray(PROGRESS_TYPE, [-1.0, 0.0])
         process = self._context.Process(
-            target=worker_main, args=(child_sock, *self._worker_args),
+            target=worker_main, args=(child_sock, *self._worker_args, progress),
             name="courtly-extract", daemon=True,
         )
         try:
@@ -306,7 +327,7 @@ class ExtractPool:
             raise
         finally:
             child_sock.close()
-        worker = _Worker(process, process.pid)
+        worker = _Worker(process, process.pid, progress=progress)
         worker.exited = asyncio.get_running_loop().create_future()
         self._workers.append(worker)
         self._stats["workers_started"] += 1
@@ -367,8 +388,10 @@ class ExtractPool:
             self._on_start_failure(reason)
         elif worker.inflight:
             self._stats["workers_lost"] += 1
-            self._blame(worker.inflight.popleft(), reason)
-            self._queue.extendleft(reversed(worker.inflight))
+            culprit = worker.culprit or self._running(worker)[0] or worker.inflight[0]
+            worker.inflight.remove(culprit)
+            self._blame(culprit, reason)
+            self._queue.extendleft(reversed(worker.inflight))  # never started, or done unanswered
             worker.inflight.clear()
         self._ensure_workers()
         self._dispatch()
@@ -422,9 +445,15 @@ class ExtractPool:
 
     # -- tasks ----------------------------------------------------------------------------
 
+    def _flush(self) -> None:
+        self._flush_due = False
+        self._dispatch()
+
     def _dispatch(self) -> None:
-        """Fill ready workers level by level up to `pipeline_depth`."""
+        """Fill ready workers level by level up to `pipeline_depth`; each
+        worker gets what it takes in one write (a batch)."""
         workers = [w for w in self._workers if w.ready and not w.retiring and not w.lost]
+        batches: dict[_Worker, list[bytes]] = {}
         for level in range(self.pipeline_depth):
             for worker in workers:
                 if len(worker.inflight) > level or worker.retiring:
@@ -432,9 +461,17 @@ class ExtractPool:
                 task = self._next_task(worker)
                 if task is None:
                     if not self._retries:
-                        return
+                        break
                     continue
-                self._send(worker, task)
+                self._take(worker, task, batches)
+            else:
+                continue
+            break
+        for worker, frames in batches.items():
+            self._stats["batches"] += 1
+            worker.transport.writelines(frames)  # type: ignore[union-attr]
+            if worker.timer is None:
+                self._arm(worker, self.task_s_max)
 
     def _next_task(self, worker: _Worker) -> _Task | None:
         if worker.sent == 0:
@@ -448,47 +485,64 @@ class ExtractPool:
                 return task
         return None
 
-    def _send(self, worker: _Worker, task: _Task) -> None:
+    def _take(self, worker: _Worker, task: _Task, batches: dict[_Worker, list[bytes]]) -> None:
         worker.inflight.append(task)
         worker.sent += 1
-        worker.transport.write(task.frame)  # type: ignore[union-attr]
-        self._arm(worker)
+        batches.setdefault(worker, []).extend((HEADER.pack(len(task.payload)), task.payload))
         if worker.sent >= self.tasks_per_child:
             worker.retiring = True
             self._ensure_workers()
 
-    def _arm(self, worker: _Worker) -> None:
-        """Start the clock of the worker's head task when it changes."""
-        head = worker.inflight[0] if worker.inflight else None
-        if head is worker.timed:
-            return
-        if worker.timer is not None:
-            worker.timer.cancel()
-            worker.timer = None
-        worker.timed = head
-        if head is not None:
-            loop = asyncio.get_running_loop()
-            worker.timer = loop.call_later(self.task_s_max, self._on_timeout, worker, head)
+    def _running(self, worker: _Worker) -> tuple[_Task | None, float]:
+        """The in-flight task the worker is running and when it started (by
+        the worker's `progress`), or (None, 0) when it runs none of them."""
+        task_id = worker.progress[0]  # type: ignore[index]  # the id first: see _serve_batch
+        started_at = worker.progress[1]  # type: ignore[index]
+        for task in worker.inflight:
+            if task.task_id == task_id:
+                return task, started_at
+        return None, 0.0
 
-    def _on_timeout(self, worker: _Worker, task: _Task) -> None:
-        if worker.lost or not worker.inflight or worker.inflight[0] is not task:
+    def _arm(self, worker: _Worker, delay_s: float) -> None:
+        worker.timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer, worker)
+
+    def _on_timer(self, worker: _Worker) -> None:
+        """Kill the worker when the task it runs has run `task_s_max`, or
+        when it has started none of its tasks for that long (the head's fault)."""
+        worker.timer = None
+        if worker.lost or not worker.inflight:
             return
+        now = asyncio.get_running_loop().time()
+        task, started_at = self._running(worker)
+        if task is not None:
+            worker.idle_since = None
+            if now < started_at + self.task_s_max:
+                self._arm(worker, started_at + self.task_s_max - now)
+                return
+        elif worker.idle_since is None or now < worker.idle_since + self.task_s_max:
+            worker.idle_since = worker.idle_since or now
+            self._arm(worker, worker.idle_since + self.task_s_max - now)
+            return
+        worker.culprit = task or worker.inflight[0]
         worker.kill_reason = f"timed out after {self.task_s_max:g} s"
         self._kill(worker)
 
     def _on_frame(self, worker: _Worker, payload: bytes) -> None:
         message = marshal.loads(payload)
         if message[0] == "ok":
-            if not worker.inflight or worker.inflight[0].task_id != message[1]:
-                worker.kill_reason = "worker protocol error"
-                self._kill(worker)
-                return
-            task = worker.inflight.popleft()
-            if not task.future.done():
-                self._stats["done"] += 1
-                task.future.set_result(decode_page(message[2]))
-            self._arm(worker)
-            if worker.retiring and not worker.inflight:
+            self._stats["replies"] += 1
+            inflight = worker.inflight
+            for task_id, page in message[1]:
+                if not inflight or inflight[0].task_id != task_id:
+                    worker.kill_reason = "worker protocol error"
+                    self._kill(worker)
+                    return
+                task = inflight.popleft()
+                if not task.future.done():
+                    self._stats["done"] += 1
+                    task.future.set_result(decode_page(page))
+            worker.idle_since = None
+            if worker.retiring and not inflight:
                 self._stop(worker)
             self._dispatch()
         elif message == READY:

@@ -9,13 +9,19 @@ Theory of operation
   child imports this module by its path, so it stays small and imports no
   asyncio. It sets RLIMIT_AS to `memory_bytes_max`, has malloc keep freed
   heap (`_keep_freed_heap`), ignores SIGINT (the parent decides when it
-  stops), says `READY`, then serves tasks in order over its end of a Unix
-  socket pair until EOF.
+  stops), says `READY`, then serves batches of tasks in order over its end
+  of a Unix socket pair until EOF: a batch is every complete request frame
+  waiting on the socket (`_Inbox`), answered in one reply frame.
 - Frames are a 4-byte big-endian length (`HEADER`) and a `marshal`-encoded
-  tuple: the request is ``(task_id, url, content_type, x_robots_tag, body,
-  error_print)``,
-  the reply ``("ok", task_id, page_tuple)`` (`encode_page` / `decode_page`).
-  No pickle, no per-link objects on the wire.
+  tuple: a request is ``(task_id, url, content_type, x_robots_tag, body,
+  error_print)``, a reply ``("ok", ((task_id, page_tuple), ...))`` for the
+  tasks of a batch in order (`encode_page` / `decode_page`). A batch that
+  runs past `REPLY_AFTER_S` answers what is done before its next task. No
+  pickle, no per-link objects on the wire.
+- Before each task the worker writes ``[task_id, started_at]``
+  (``time.monotonic()``, the clock of the pool's event loop) to `progress`,
+  an array shared with the pool; ``task_id`` is -1 between batches. The pool
+  reads it to blame a crash or hang on the task that caused it.
 - `process_task` does one page: one decode and Lexbor parse
   (`links.parse_html`) serves `extract_links` and then, when the pool
   computes fingerprints, `main_text` (which edits the tree, so it goes last).
@@ -37,14 +43,21 @@ import signal
 import socket
 import struct
 import time
+from typing import NoReturn
 
-from courtly.core.links import Link, PageLinks, ParsedHtml, extract_links, is_html, parse_html
+from courtly.core.fingerprint import simhash64
+from courtly.core.links import Link, PageLinks, ParsedHtml, is_html, link_fields, parse_html
+from courtly.core.maintext import main_text
+from courtly.core.soft404 import error_fingerprint
 
 __all__ = ["EXIT_MEMORY", "HEADER", "READY", "decode_page", "encode_page", "frame", "process_task", "worker_main"]
 
 HEADER = struct.Struct("!I")    # frame length, big-endian
 EXIT_MEMORY = 86                # exit status after a MemoryError
 READY = ("ready",)              # the first message of a started worker
+RECV_BYTES = 1 << 20           # read the socket this much at a time (a batch of pages)
+REPLY_AFTER_S = 0.05            # a batch running longer answers what is done so far
+PROGRESS_TYPE = "d"             # ctypes code of the shared ``[task_id, started_at]``
 MALLOC_TRIM_BYTES = 16 << 20    # freed heap a worker keeps (see _keep_freed_heap)
 MALLOC_MMAP_BYTES = 4 << 20     # larger blocks are mapped and unmapped on their own
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc's mallopt parameters
@@ -56,18 +69,6 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc's mallopt parameters
 def frame(payload: bytes) -> bytes:
     """`payload` with its length in front: one message on the socket."""
     return HEADER.pack(len(payload)) + payload
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            return None
-        got += n
-    return bytes(buffer)
 
 
 def encode_page(page: PageLinks) -> tuple:
@@ -94,12 +95,13 @@ def with_prints(page: PageLinks, body: bytes, url: str, content_type: str,
     `parsed` is the page's `parse_html` result, if any: `main_text` edits it."""
     from dataclasses import replace
 
-    from courtly.core.fingerprint import simhash64
-    from courtly.core.maintext import main_text
-    from courtly.core.soft404 import error_fingerprint
+    return replace(page, prints=_prints(body, url, content_type, error_print, parsed))
 
+
+def _prints(body: bytes, url: str, content_type: str, error_print: bool,
+            parsed: ParsedHtml | None) -> tuple[int, int | None]:
     text = main_text(body, content_type, parsed=parsed)
-    return replace(page, prints=(simhash64(text), error_fingerprint(text, url) if error_print else None))
+    return (simhash64(text), error_fingerprint(text, url) if error_print else None)
 
 
 def process_task(body: bytes, url: str, content_type: str, x_robots_tag: str, error_print: bool,
@@ -108,17 +110,16 @@ def process_task(body: bytes, url: str, content_type: str, x_robots_tag: str, er
     ``(user_agent_token, links_max, fingerprints)`` with fingerprints on and
     the page is HTML, its prints. The page is decoded and parsed once for
     both `extract_links` and `main_text` (links first: main_text edits the
-    tree); if that shared parse fails, each parses for itself as before."""
+    tree); if that shared parse fails, each parses for itself as before.
+    The links come as `link_fields` gives them: no Link objects are built."""
     user_agent_token, links_max, fingerprints = options
     prints = fingerprints and is_html(body, content_type)
     parsed = _parse_shared(body, content_type) if prints else None
-    page = extract_links(
+    fields = link_fields(
         body, url, content_type=content_type, x_robots_tag=x_robots_tag,
         user_agent_token=user_agent_token, links_max=links_max, parsed=parsed,
     )
-    if prints:
-        page = with_prints(page, body, url, content_type, error_print, parsed=parsed)
-    return encode_page(page)
+    return (*fields, _prints(body, url, content_type, error_print, parsed) if prints else None)
 
 
 def _parse_shared(body: bytes, content_type: str) -> ParsedHtml | None:
@@ -141,46 +142,101 @@ def worker_main(
     links_max: int,
     test_faults: bool,
     fingerprints: bool = False,
+    progress=None,  # shared ``[task_id, started_at]`` (`PROGRESS_TYPE`), or None
 ) -> None:
-    """Serve tasks from `sock` until EOF (runs in the worker process)."""
+    """Serve batches of tasks from `sock` until EOF (runs in the worker process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory(memory_bytes_max)
     _keep_freed_heap()
     options = (user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints)
+    inbox = _Inbox(sock)
     try:
         sock.sendall(frame(marshal.dumps(READY)))
-        while _serve_one(sock, 2 * task_s_max + 1, options):
-            pass
+        while True:
+            try:
+                tasks = inbox.read()
+            except MemoryError:  # decoding a batch (the pool blames its first page)
+                _exit_memory(sock)
+            if tasks is None:
+                break
+            _serve_batch(sock, tasks, 2 * task_s_max + 1, options, progress)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the parent went away or stopped us before we were ready
 
 
-def _serve_one(sock: socket.socket, alarm_s: float, options: tuple[str, int, bool, int, bool]) -> bool:
-    """Read one task, answer it; False at EOF. Exits on MemoryError."""
-    header = _recv_exact(sock, HEADER.size)
-    payload = _recv_exact(sock, HEADER.unpack(header)[0]) if header else None
-    if payload is None:
-        return False
+class _Inbox:
+    """The worker's end of the socket, read a batch at a time."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+
+    def read(self) -> list[tuple] | None:
+        """Every complete task waiting (decoded), blocking until there is
+        one; None at EOF."""
+        while True:
+            tasks = self._split()
+            if tasks:
+                return tasks
+            chunk = self.sock.recv(RECV_BYTES)
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+    def _split(self) -> list[tuple]:
+        buffer, size_of, tasks, start = self.buffer, HEADER.size, [], 0
+        with memoryview(buffer) as view:
+            while len(buffer) - start >= size_of:
+                end = start + size_of + HEADER.unpack_from(buffer, start)[0]
+                if len(buffer) < end:
+                    break
+                tasks.append(marshal.loads(view[start + size_of:end]))
+                start = end
+        del buffer[:start]
+        return tasks
+
+
+def _serve_batch(sock: socket.socket, tasks: list[tuple], alarm_s: float,
+                 options: tuple[str, int, bool, int, bool], progress) -> None:
+    """Answer `tasks` in order, in one reply frame (or several, when the
+    batch runs past `REPLY_AFTER_S`). Before each task its id and start go
+    to `progress`, so the pool knows which task a crash or hang is due to.
+    Exits on MemoryError."""
     user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints = options
-    signal.setitimer(signal.ITIMER_REAL, alarm_s)  # default action: terminate
+    task_options = (user_agent_token, links_max, fingerprints)
+    done: list[tuple] = []
+    reply_at = time.monotonic() + REPLY_AFTER_S
     try:
-        task_id, url, content_type, x_robots_tag, body, error_print = marshal.loads(payload)
-        del payload
-        if test_faults:
-            _inject_fault(body, memory_bytes_max)
-        page = process_task(body, url, content_type, x_robots_tag, error_print,
-                            (user_agent_token, links_max, fingerprints))
-        reply = marshal.dumps(("ok", task_id, page))
+        for task_id, url, content_type, x_robots_tag, body, error_print in tasks:
+            now = time.monotonic()
+            if done and now >= reply_at:  # a slow batch: answer what is done so far
+                sock.sendall(frame(marshal.dumps(("ok", tuple(done)))))
+                done, reply_at = [], now + REPLY_AFTER_S
+            if progress is not None:
+                progress[1] = now          # the start first: the pool reads the id first
+                progress[0] = task_id
+            signal.setitimer(signal.ITIMER_REAL, alarm_s)  # default action: terminate
+            if test_faults:
+                _inject_fault(body, memory_bytes_max)
+            done.append((task_id, process_task(body, url, content_type, x_robots_tag, error_print,
+                                               task_options)))
+        reply = marshal.dumps(("ok", tuple(done)))
     except MemoryError:
         reply = None
     signal.setitimer(signal.ITIMER_REAL, 0)
     if reply is None:
-        try:
-            sock.sendall(frame(marshal.dumps(("memory",))))
-        finally:
-            os._exit(EXIT_MEMORY)
+        _exit_memory(sock)
+    if progress is not None:
+        progress[0] = -1  # between batches: a death now is no task's fault
     sock.sendall(frame(reply))
-    return True
+
+
+def _exit_memory(sock: socket.socket) -> NoReturn:
+    """Say ``("memory",)`` and exit with `EXIT_MEMORY`."""
+    try:
+        sock.sendall(frame(marshal.dumps(("memory",))))
+    finally:
+        os._exit(EXIT_MEMORY)
 
 
 def _limit_memory(memory_bytes_max: int) -> None:
