@@ -610,3 +610,27 @@ def test_drop_key_forgets_queued_urls_and_the_lease_of_a_moved_partition():
     assert nxt is not None and nxt.key == other and f.lease(0.0) is None
     f.add(UrlItem(url="http://again.test/", key=lease.key), 5.0)   # the partition came back
     assert f.lease(4.0) is None and f.lease(5.0).key == lease.key
+
+
+def test_batch_of_caps_a_lease_per_key_and_leaves_the_rest_queued():
+    f = Frontier(random.Random(1), batch_max=5)
+    for n in range(8):
+        f.add(item("slow.test", n), ready_at=0.0)
+        f.add(item("fast.test", n), ready_at=0.0)
+    asked = []
+
+    def batch_of(key: str) -> int:
+        asked.append(key)
+        return {"slow.test": 1, "fast.test": 50}[key]
+
+    got = {}
+    while (lease := f.lease(1.0, batch_of)) is not None:
+        got.setdefault(lease.key, []).append(urls(lease))
+    assert got["slow.test"] == [["https://slow.test/0"]]                # one URL, the first
+    assert got["fast.test"] == [[f"https://fast.test/{n}" for n in range(5)]]   # never past batch_max
+    assert sorted(asked) == ["fast.test", "slow.test"]
+    assert len(f) == 7 + 3 and f.queued_for("slow.test") == 7
+    assert f.lease(1.0, lambda key: 0) is None        # both keys are leased now
+    slow = next(l for l in f.leases() if l.key == "slow.test")
+    assert f.complete(slow.lease_id, 2.0)
+    assert urls(f.lease(2.0, lambda key: 0)) == ["https://slow.test/1"]   # at least one

@@ -35,7 +35,7 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from courtly.core.types import UrlItem
 
@@ -188,7 +188,9 @@ class Frontier:
 
     # ---- leasing ------------------------------------------------------------
 
-    def lease(self, now: float) -> Lease | None:
+    def lease(self, now: float, batch_of: Callable[[str], int] | None = None) -> Lease | None:
+        """The next ready key with a batch of its URLs, best band first: up to
+        `batch_max`, or `batch_of(key)` when that is smaller (at least one)."""
         due = [b for b in range(BANDS) if (t := self._top(b)) is not None and t[0] <= now]
         if not due:
             return None
@@ -198,12 +200,13 @@ class Frontier:
             band = self._rng.choices(due, weights=[self._weights[b] for b in due])[0]
         _, _, _, key = heapq.heappop(self._heaps[band])
         q = self._queues[key]
+        size = self.batch_max if batch_of is None else max(1, min(self.batch_max, batch_of(key)))
         items: list[UrlItem] = []
         for b in sorted(q.bands):
             dq = q.bands[b]
-            while dq and len(items) < self.batch_max:
+            while dq and len(items) < size:
                 items.append(dq.popleft())
-            if len(items) >= self.batch_max:
+            if len(items) >= size:
                 break
         for b in [b for b, dq in q.bands.items() if not dq]:
             del q.bands[b]

@@ -277,7 +277,7 @@ class Crawler:
                 left = self.budget_left()
                 if left is not None and left <= 0:
                     break
-                lease = self.frontier.lease(now)
+                lease = self.frontier.lease(now, self._batch_for)
                 if lease is None:
                     break
                 lease = self.takedowns.drop(lease, now)
@@ -453,6 +453,12 @@ class Crawler:
         if result is None:
             return "lost"
         return await self.results.handle(item, result)
+
+    def _batch_for(self, key: str) -> int:
+        """How many of the key's URLs a lease takes: one when the key's delay
+        will hand it back after its first request (see LEASE_HOLD_S), else
+        the batch; the rest stay queued instead of going out and back."""
+        return 1 if self.politeness.key(key).delay_s > LEASE_HOLD_S else self.cfg.crawl.batch_max
 
     def _turn_far_off(self, key: str) -> bool:
         """The key's next request must wait more than LEASE_HOLD_S: the lease
