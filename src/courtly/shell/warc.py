@@ -62,17 +62,15 @@ characters that would break the framing.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
-import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from courtly import __version__
 from courtly.shell.warc_index import (
@@ -90,6 +88,21 @@ from courtly.shell.warc_index import (
     repair,
     status_and_mime,
     write_cdxj,
+)
+from courtly.shell.warc_record import (
+    RECORD_END,
+    cdx_timestamp,
+    check_uri,
+    check_value,
+    gzip_member,
+    metadata_record,
+    payload_digest_of,
+    record_id,
+    record_ids,
+    request_record,
+    sha1_b32,
+    warc_date,
+    warc_fields,
 )
 
 try:  # ISA-L deflate: same format, ~3x faster than zlib at level 1 (optional)
@@ -110,10 +123,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 _SMALL_RECORD_LEVEL = 0
 _SMALL_BODY_BYTES = 2048
 _IDS_PER_READ = 32
-_sha1 = hashlib.sha1
-_crc32 = _deflate_lib.crc32
-_FULL_FLUSH = _deflate_lib.Z_FULL_FLUSH
-_pack_trailer = struct.Struct("<II").pack  # gzip trailer: CRC-32 and size mod 2**32
 
 __all__ = [  # reading, index and repair re-exported from warc_index
     "CDXJ_SUFFIX",
@@ -137,13 +146,8 @@ SOFTWARE = f"courtly/{__version__}"
 TRUNCATED_REASONS = frozenset({"length", "time", "disconnect", "unspecified"})
 
 _HEAD_END = b"\r\n\r\n"
-_RECORD_END = b"\r\n\r\n"
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no mtime, OS unknown
-_DEFLATE_FINAL_EMPTY_BLOCK = b"\x03\x00"  # BFINAL=1, fixed Huffman, end-of-block
 _WRITE_BUFFER_BYTES = 1 << 20
-_BAD_HEADER_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _BAD_URI_CHARS = re.compile(r"[\x00-\x20\x7f]")
-_FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _TRANSFER_ENCODING = re.compile(rb"(?im)^transfer-encoding([ \t]*:)")
 REVISIT_PROFILES = {
     "identical-payload-digest": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
@@ -200,7 +204,7 @@ class WarcWriter:
         self.file_bytes_max = file_bytes_max
         self.fsync = fsync
         self.gzip_level = gzip_level
-        self._warcinfo_fields = _warc_fields(
+        self._warcinfo_fields = warc_fields(
             {
                 "software": SOFTWARE,
                 "format": "WARC File Format 1.1",
@@ -249,35 +253,35 @@ class WarcWriter:
     ) -> WarcRef:
         """Write request, response and metadata records; return the response's
         location. Bytes reach the disk for sure only after ``flush()``."""
-        _check_uri(url)
-        _check_value("ip", ip)
+        check_uri(url)
+        check_value("ip", ip)
         if truncated is not None and truncated not in TRUNCATED_REASONS:
             raise ValueError(f"truncated must be one of {sorted(TRUNCATED_REASONS)}")
         if not request_head.endswith(_HEAD_END) or not response_head.endswith(_HEAD_END):
             raise ValueError("request_head and response_head must end with CRLFCRLF")
-        date = _warc_date(fetched_at)
+        date = warc_date(fetched_at)
         if b"transfer-" in response_head.lower():
             response_head = _TRANSFER_ENCODING.sub(rb"X-Crawler-Transfer-Encoding\1", response_head)
         req_id, resp_id, meta_id = self._ids()
         common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
-        meta = _metadata_record(metadata, common, resp_id, meta_id) if metadata else None   # checks it
-        payload_digest = _sha1_b32(_sha1(body))
-        block = _sha1(response_head)
+        meta = metadata_record(metadata, common, resp_id, meta_id) if metadata else None   # checks it
+        payload_digest = sha1_b32(hashlib.sha1(body))
+        block = hashlib.sha1(response_head)
         block.update(body)
         response = (
             f"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: {resp_id}\r\n{addressed}"
-            f"WARC-Payload-Digest: {payload_digest}\r\nWARC-Block-Digest: {_sha1_b32(block)}\r\n"
+            f"WARC-Payload-Digest: {payload_digest}\r\nWARC-Block-Digest: {sha1_b32(block)}\r\n"
             + (f"WARC-Truncated: {truncated}\r\n" if truncated else "")
             + "Content-Type: application/http;msgtype=response\r\n"
             f"Content-Length: {len(response_head) + len(body)}\r\n\r\n"
         ).encode("utf-8") + response_head
-        members = [self._member(_request_record(req_id, addressed, resp_id, request_head)),
+        members = [self._member(request_record(req_id, addressed, resp_id, request_head)),
                    self._member(response, body)]
         if meta is not None:
             members.append(self._member(meta))
         status, mime = status_and_mime(response_head)
-        return self._append(members, (url, _cdx_timestamp(date), mime, status, payload_digest), fetched_at, resp_id)
+        return self._append(members, (url, cdx_timestamp(date), mime, status, payload_digest), fetched_at, resp_id)
 
     def write_revisit(
         self,
@@ -307,9 +311,9 @@ class WarcWriter:
             raise ValueError(f"profile must be one of {sorted(REVISIT_PROFILES)}")
         if profile == "identical-payload-digest" and not payload_digest:
             raise ValueError("identical-payload-digest needs the payload digest")
-        _check_uri(url)
-        _check_uri(refers_to_uri)
-        _check_value("ip", ip)
+        check_uri(url)
+        check_uri(refers_to_uri)
+        check_value("ip", ip)
         for name, value in (("payload_digest", payload_digest or ""),
                             ("refers_to_record_id", refers_to_record_id or "")):
             if _BAD_URI_CHARS.search(value):
@@ -318,8 +322,8 @@ class WarcWriter:
             raise ValueError("request_head and response_head must end with CRLFCRLF")
         if b"transfer-" in response_head.lower():
             response_head = _TRANSFER_ENCODING.sub(rb"X-Crawler-Transfer-Encoding\1", response_head)
-        date = _warc_date(fetched_at)
-        refers_date = _warc_date(refers_to_date)
+        date = warc_date(fetched_at)
+        refers_date = warc_date(refers_to_date)
         req_id, rev_id, meta_id = self._ids()
         common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
@@ -330,16 +334,16 @@ class WarcWriter:
             + f"WARC-Refers-To-Target-URI: {refers_to_uri}\r\n"
             f"WARC-Refers-To-Date: {refers_date}\r\n"
             + (f"WARC-Payload-Digest: {payload_digest}\r\n" if payload_digest else "")
-            + f"WARC-Block-Digest: {_sha1_b32(_sha1(response_head))}\r\n"
+            + f"WARC-Block-Digest: {sha1_b32(hashlib.sha1(response_head))}\r\n"
             "Content-Type: application/http;msgtype=response\r\n"
             f"Content-Length: {len(response_head)}\r\n\r\n"
-        ).encode("utf-8") + response_head + _RECORD_END
-        members = [self._member(_request_record(req_id, addressed, rev_id, request_head)),
+        ).encode("utf-8") + response_head + RECORD_END
+        members = [self._member(request_record(req_id, addressed, rev_id, request_head)),
                    self._member(revisit)]
         if metadata:
-            members.append(self._member(_metadata_record(metadata, common, rev_id, meta_id)))
+            members.append(self._member(metadata_record(metadata, common, rev_id, meta_id)))
         status, _ = status_and_mime(response_head)
-        return self._append(members, (url, _cdx_timestamp(date), "warc/revisit", status, payload_digest),
+        return self._append(members, (url, cdx_timestamp(date), "warc/revisit", status, payload_digest),
                             fetched_at, rev_id)
 
     def flush(self) -> None:
@@ -394,7 +398,7 @@ class WarcWriter:
         local = self._local
         pool = getattr(local, "ids", None)
         if pool is None or not pool[1] or pool[0] != os.getpid():
-            pool = local.ids = (os.getpid(), _record_ids(3 * _IDS_PER_READ))
+            pool = local.ids = (os.getpid(), record_ids(3 * _IDS_PER_READ))
         ids = pool[1]
         return ids.pop(), ids.pop(), ids.pop()
 
@@ -411,7 +415,7 @@ class WarcWriter:
                                        _deflate_lib.compressobj(min(level, small), _deflate_lib.DEFLATED, -15))
         try:
             small = body is None or len(body) < _SMALL_BODY_BYTES
-            return _gzip_member(streams[1] if small else streams[0], record, body)
+            return gzip_member(streams[1] if small else streams[0], record, body)
         except BaseException:
             local.streams = None  # their state is unknown now
             raise
@@ -445,12 +449,12 @@ class WarcWriter:
         block = self._warcinfo_fields
         date = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         member = self._member((
-            f"WARC/1.1\r\nWARC-Type: warcinfo\r\nWARC-Record-ID: {_record_id()}\r\n"
+            f"WARC/1.1\r\nWARC-Type: warcinfo\r\nWARC-Record-ID: {record_id()}\r\n"
             f"WARC-Date: {date}\r\nWARC-Filename: {name}\r\n"
-            f"WARC-Block-Digest: {_sha1_b32(_sha1(block))}\r\n"
+            f"WARC-Block-Digest: {sha1_b32(hashlib.sha1(block))}\r\n"
             "Content-Type: application/warc-fields\r\n"
             f"Content-Length: {len(block)}\r\n\r\n"
-        ).encode("utf-8") + block + _RECORD_END)
+        ).encode("utf-8") + block + RECORD_END)
         handle.write(member)
         opened.offset = len(member)
         return opened
@@ -472,141 +476,3 @@ class WarcWriter:
         if self.fsync:
             fsync_dir(final.parent)
         self._finished.append(final)
-
-
-# ---------------------------------------------------------------- small parts
-
-
-def _gzip_member(deflate: Any, record: bytes, body: bytes | None = None) -> bytes:
-    """One complete gzip member holding `record` (and, if given, `body` and
-    the record end after it), made with a long-lived raw deflate stream: a
-    full flush ends the member's data (and resets the history, so members
-    stay independent) and an empty final block closes it. Reusing the stream
-    saves allocating and faulting in ~270 KB of deflate state per record,
-    which cost as much as compressing a 30 KB page."""
-    if body is None:
-        return b"".join((_GZIP_HEADER, deflate.compress(record), deflate.flush(_FULL_FLUSH),
-                         _DEFLATE_FINAL_EMPTY_BLOCK, _pack_trailer(_crc32(record), len(record) & 0xFFFFFFFF)))
-    crc = _crc32(_RECORD_END, _crc32(body, _crc32(record)))
-    size = (len(record) + len(body) + 4) & 0xFFFFFFFF
-    return b"".join((_GZIP_HEADER, deflate.compress(record), deflate.compress(body), deflate.compress(_RECORD_END),
-                     deflate.flush(_FULL_FLUSH), _DEFLATE_FINAL_EMPTY_BLOCK, _pack_trailer(crc, size)))
-
-
-def payload_digest_of(body: bytes) -> str:
-    """The ``WARC-Payload-Digest`` the writer records for ``body`` (SHA-1,
-    base32, ``sha1:`` prefix): compare it before writing to decide between
-    ``write_exchange`` and ``write_revisit``. ``body`` is the payload as
-    given to ``write_exchange`` (transfer-decoded, not content-decoded)."""
-    return _sha1_b32(_sha1(body))
-
-
-def _request_record(record_id: str, addressed: str, concurrent_to: str, request_head: bytes) -> bytes:
-    return (
-        f"WARC/1.1\r\nWARC-Type: request\r\nWARC-Record-ID: {record_id}\r\n{addressed}"
-        f"WARC-Concurrent-To: {concurrent_to}\r\n"
-        f"WARC-Block-Digest: {_sha1_b32(_sha1(request_head))}\r\n"
-        "Content-Type: application/http;msgtype=request\r\n"
-        f"Content-Length: {len(request_head)}\r\n\r\n"
-    ).encode("utf-8") + request_head + _RECORD_END
-
-
-def _metadata_record(metadata: dict[str, str], common: str, about_id: str, record_id: str) -> bytes:
-    block = _warc_fields(metadata)
-    return (
-        f"WARC/1.1\r\nWARC-Type: metadata\r\nWARC-Record-ID: {record_id}\r\n{common}"
-        f"WARC-Concurrent-To: {about_id}\r\nWARC-Refers-To: {about_id}\r\n"
-        f"WARC-Block-Digest: {_sha1_b32(_sha1(block))}\r\n"
-        "Content-Type: application/warc-fields\r\n"
-        f"Content-Length: {len(block)}\r\n\r\n"
-    ).encode("utf-8") + block + _RECORD_END
-
-
-def _record_id() -> str:
-    return _record_ids(1)[0]
-
-
-def _record_ids(n: int) -> list[str]:
-    """`n` WARC-Record-IDs, random (version 4) UUID URNs from one read of
-    the OS's randomness: `uuid.uuid4()` objects cost 3x as much. The version
-    digit replaces 4 random bits, the variant (`10` in the top bits) 2."""
-    x = os.urandom(16 * n).hex()
-    return [
-        f"<urn:uuid:{x[i:i + 8]}-{x[i + 8:i + 12]}-4{x[i + 13:i + 16]}-"
-        f"{_VARIANT_DIGIT[x[i + 16]]}{x[i + 17:i + 20]}-{x[i + 20:i + 32]}>"
-        for i in range(0, 32 * n, 32)
-    ]
-
-
-_VARIANT_DIGIT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
-
-
-_last_second: tuple[int, str] = (-1, "")   # (whole second, "YYYY-MM-DDTHH:MM:SS"), swapped whole
-
-
-def _warc_date(t: float) -> str:
-    """WARC-Date of a POSIX time: UTC, microseconds (WARC 1.1 allows fractions);
-    the same string as ``datetime.fromtimestamp(t, UTC)`` formats (its rounding:
-    half to even on the microsecond), with the seconds part formatted once per second."""
-    global _last_second
-    sec = math.floor(t)
-    us = round((t - sec) * 1e6)
-    if us >= 1_000_000:
-        sec += 1
-        us -= 1_000_000
-    last = _last_second
-    if last[0] != sec:
-        last = _last_second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{last[1]}.{us:06d}Z"
-
-
-def _cdx_timestamp(date: str) -> str:
-    """The 14-digit CDXJ timestamp of a `_warc_date` string."""
-    return date[0:4] + date[5:7] + date[8:10] + date[11:13] + date[14:16] + date[17:19]
-
-
-_B32_PAIRS = tuple(a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
-
-
-def _sha1_b32(h: "hashlib._Hash") -> str:
-    """``"sha1:"`` + the RFC 4648 base32 of a SHA-1 digest (20 bytes: 32
-    characters, no padding), two characters per 10 bits of each 80-bit half:
-    four record digests per exchange made `base64.b32encode` (pure Python)
-    ~5 % of the writer."""
-    d = h.digest()
-    a = int.from_bytes(d[:10], "big")
-    b = int.from_bytes(d[10:], "big")
-    p = _B32_PAIRS
-    return "".join((
-        "sha1:", p[a >> 70], p[(a >> 60) & 1023], p[(a >> 50) & 1023], p[(a >> 40) & 1023],
-        p[(a >> 30) & 1023], p[(a >> 20) & 1023], p[(a >> 10) & 1023], p[a & 1023],
-        p[b >> 70], p[(b >> 60) & 1023], p[(b >> 50) & 1023], p[(b >> 40) & 1023],
-        p[(b >> 30) & 1023], p[(b >> 20) & 1023], p[(b >> 10) & 1023], p[b & 1023],
-    ))
-
-
-def _check_uri(url: str) -> None:
-    if not url or (not (url.isprintable() and " " not in url) and _BAD_URI_CHARS.search(url)):
-        raise ValueError(f"URL has whitespace or control characters: {url!r}")
-
-
-def _check_value(name: str, value: str) -> None:
-    if not value.isprintable() and _BAD_HEADER_CHARS.search(value):
-        raise ValueError(f"{name} has control characters: {value!r}")
-
-
-def _warc_fields(fields: dict[str, str]) -> bytes:
-    """``application/warc-fields``: one ``name: value`` line per field."""
-    for name in fields:
-        if name not in _GOOD_FIELD_NAMES:
-            if not _FIELD_NAME.fullmatch(name):
-                raise ValueError(f"bad warc-fields name: {name!r}")
-            if len(_GOOD_FIELD_NAMES) < 1024:  # a bounded cache of names already checked
-                _GOOD_FIELD_NAMES.add(name)
-    if not "".join(fields.values()).isprintable():  # a control character, or another unprintable one
-        for name, value in fields.items():
-            _check_value(name, value)
-    return "".join([f"{name}: {value}\r\n" for name, value in fields.items()]).encode("utf-8")
-
-
-_GOOD_FIELD_NAMES: set[str] = set()
