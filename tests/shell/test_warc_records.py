@@ -103,3 +103,42 @@ def test_a_forked_child_draws_record_ids_of_its_own(tmp_path: Path) -> None:
     writer.close()
     assert len(child) == 3
     assert not set(child) & (set(parent) | set(parent_first))
+
+
+@pytest.mark.parametrize("size", [100, 4096, 65_535, 65_536, 140_000])
+def test_compressed_payloads_are_stored_and_read_back_whole(tmp_path: Path, backend: str, size: int) -> None:
+    noise = random.Random(size).randbytes(size)   # what gzip, brotli or JPEG bytes look like
+    coded = gzip.compress(random.Random(1).randbytes(size // 2) * 2)
+    heads = [b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\n\r\n",
+             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n\r\n",
+             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"]
+    with WarcWriter(tmp_path, fsync=False) as writer:
+        refs = [writer.write_exchange(url=f"http://example.com/{n}", ip="", request_head=REQUEST,
+                                      response_head=h, body=b, fetched_at=1.7e9)
+                for n, (h, b) in enumerate(zip(heads, (noise, coded, noise)))]
+    (path,) = writer.finished_paths
+    data = path.read_bytes()
+    assert len(members(data)) == 1 + 2 * len(heads)
+    for ref, h, b in zip(refs, heads, (noise, coded, noise)):
+        record = gzip.decompress(data[ref.offset:ref.offset + ref.length])
+        assert record.endswith(b"\r\n\r\n" + h + b + b"\r\n\r\n")
+    with open(path, "rb") as fh:
+        for record in ArchiveIterator(fh, check_digests=True):
+            record.raw_stream.read()
+            assert record.digest_checker.passed is not False, record.digest_checker.problems
+    assert [r.payload for r in iter_records(path) if r.rec_type == "response"] == [noise, coded, noise]
+
+
+def test_a_body_with_a_content_coding_is_stored_as_it_is_and_plain_text_is_deflated(tmp_path: Path) -> None:
+    text = b"<p>the same words again</p>" * 2000   # compressible, whatever the header says
+    coded = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: br\r\n\r\n"
+    plain = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"
+    with WarcWriter(tmp_path, fsync=False) as writer:
+        stored, deflated = (writer.write_exchange(url="http://example.com/", ip="", request_head=REQUEST,
+                                                  response_head=h, body=text, fetched_at=1.7e9)
+                            for h in (coded, plain))
+    (path,) = writer.finished_paths
+    data = path.read_bytes()
+    assert text[:65_535] in data[stored.offset:stored.offset + stored.length]   # verbatim
+    assert stored.length > len(text) > 10 * deflated.length
+    assert [r.payload for r in iter_records(path) if r.rec_type == "response"] == [text, text]

@@ -94,6 +94,7 @@ from courtly.shell.warc_record import (
     cdx_timestamp,
     check_uri,
     check_value,
+    compressed_payload,
     gzip_member,
     metadata_record,
     payload_digest_of,
@@ -260,7 +261,8 @@ class WarcWriter:
         if not request_head.endswith(_HEAD_END) or not response_head.endswith(_HEAD_END):
             raise ValueError("request_head and response_head must end with CRLFCRLF")
         date = warc_date(fetched_at)
-        if b"transfer-" in response_head.lower():
+        lowered = response_head.lower()
+        if b"transfer-" in lowered:
             response_head = _TRANSFER_ENCODING.sub(rb"X-Crawler-Transfer-Encoding\1", response_head)
         req_id, resp_id, meta_id = self._ids()
         common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
@@ -276,11 +278,11 @@ class WarcWriter:
             + "Content-Type: application/http;msgtype=response\r\n"
             f"Content-Length: {len(response_head) + len(body)}\r\n\r\n"
         ).encode("utf-8") + response_head
+        status, mime = status_and_mime(response_head)
         members = [self._member(request_record(req_id, addressed, resp_id, request_head)),
-                   self._member(response, body)]
+                   self._member(response, body, store=compressed_payload(lowered, mime))]
         if meta is not None:
             members.append(self._member(meta))
-        status, mime = status_and_mime(response_head)
         return self._append(members, (url, cdx_timestamp(date), mime, status, payload_digest), fetched_at, resp_id)
 
     def write_revisit(
@@ -402,10 +404,10 @@ class WarcWriter:
         ids = pool[1]
         return ids.pop(), ids.pop(), ids.pop()
 
-    def _member(self, record: bytes, body: bytes | None = None) -> bytes:
+    def _member(self, record: bytes, body: bytes | None = None, *, store: bool = False) -> bytes:
         """The gzip member of one record: `record` is the record whole, or,
         with `body`, its start (WARC head and any block part before `body`),
-        the record end following `body`."""
+        the record end following `body`; `store`: `body` is compressed already."""
         local = self._local
         streams = getattr(local, "streams", None)
         if streams is None:
@@ -415,7 +417,7 @@ class WarcWriter:
                                        _deflate_lib.compressobj(min(level, small), _deflate_lib.DEFLATED, -15))
         try:
             small = body is None or len(body) < _SMALL_BODY_BYTES
-            return gzip_member(streams[1] if small else streams[0], record, body)
+            return gzip_member(streams[1] if small else streams[0], record, body, store=store and not small)
         except BaseException:
             local.streams = None  # their state is unknown now
             raise

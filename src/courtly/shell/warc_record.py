@@ -38,6 +38,7 @@ __all__ = [
     "cdx_timestamp",
     "check_uri",
     "check_value",
+    "compressed_payload",
     "gzip_member",
     "metadata_record",
     "payload_digest_of",
@@ -52,6 +53,9 @@ __all__ = [
 RECORD_END = b"\r\n\r\n"
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no mtime, OS unknown
 _DEFLATE_FINAL_EMPTY_BLOCK = b"\x03\x00"  # BFINAL=1, fixed Huffman, end-of-block
+_FINAL_STORED_RECORD_END = b"\x01\x04\x00\xfb\xff" + RECORD_END   # BFINAL=1 stored block: LEN 4, NLEN, data
+_STORED_BLOCK_BYTES = 0xFFFF
+_pack_stored_head = struct.Struct("<BHH").pack
 _FULL_FLUSH = zlib.Z_FULL_FLUSH   # the same value in isal_zlib
 _pack_trailer = struct.Struct("<II").pack  # gzip trailer: CRC-32 and size mod 2**32
 _sha1 = hashlib.sha1
@@ -60,20 +64,63 @@ _BAD_URI_CHARS = re.compile(r"[\x00-\x20\x7f]")
 _FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
-def gzip_member(deflate: Any, record: bytes, body: bytes | None = None) -> bytes:
+def gzip_member(deflate: Any, record: bytes, body: bytes | None = None, *, store: bool = False) -> bytes:
     """One complete gzip member holding `record` (and, if given, `body` and
     the record end after it), made with a long-lived raw deflate stream: a
     full flush ends the member's data (and resets the history, so members
     stay independent) and an empty final block closes it. Reusing the stream
     saves allocating and faulting in ~270 KB of deflate state per record,
-    which cost as much as compressing a 30 KB page."""
+    which cost as much as compressing a 30 KB page.
+
+    `store`: the body (already compressed: gzip or brotli content coding,
+    JPEG, video...) goes into stored deflate blocks after the record head's
+    full flush instead of through the compressor, which would spend as long
+    on it as on a page of text to save nothing."""
     if body is None:
         return b"".join((_GZIP_HEADER, deflate.compress(record), deflate.flush(_FULL_FLUSH),
                          _DEFLATE_FINAL_EMPTY_BLOCK, _pack_trailer(_crc32(record), len(record) & 0xFFFFFFFF)))
     crc = _crc32(RECORD_END, _crc32(body, _crc32(record)))
     size = (len(record) + len(body) + 4) & 0xFFFFFFFF
+    if store:
+        return b"".join((_GZIP_HEADER, deflate.compress(record), deflate.flush(_FULL_FLUSH),
+                         *_stored_blocks(body), _FINAL_STORED_RECORD_END, _pack_trailer(crc, size)))
     return b"".join((_GZIP_HEADER, deflate.compress(record), deflate.compress(body), deflate.compress(RECORD_END),
                      deflate.flush(_FULL_FLUSH), _DEFLATE_FINAL_EMPTY_BLOCK, _pack_trailer(crc, size)))
+
+
+def compressed_payload(head_lower: bytes, mime: str | None) -> bool:
+    """Whether the payload of a response is compressed already, by its
+    lowercased HTTP head and its bare media type: a content coding other
+    than identity, or a compressed image, audio, video, archive or font
+    format (not SVG, BMP, WAV...: those are worth deflating)."""
+    if b"content-encoding" in head_lower and _CONTENT_CODED.search(head_lower):
+        return True
+    if mime is None:
+        return False
+    mime = mime.lower()
+    return mime in _COMPRESSED_TYPES or mime.startswith("video/")
+
+
+_CONTENT_CODED = re.compile(rb"(?m)^content-encoding[ \t]*:[ \t]*(?!identity[ \t]*\r?$)\S")
+_COMPRESSED_TYPES = frozenset({
+    "image/jpeg", "image/png", "image/gif", "image/webp", "image/avif", "image/heic", "image/jxl",
+    "audio/mpeg", "audio/mp4", "audio/aac", "audio/ogg", "audio/opus", "audio/webm", "audio/flac",
+    "application/zip", "application/gzip", "application/x-gzip", "application/zstd", "application/x-xz",
+    "application/x-bzip2", "application/x-7z-compressed", "application/vnd.rar", "application/x-rar-compressed",
+    "application/x-brotli", "font/woff", "font/woff2", "application/font-woff",
+})
+
+
+def _stored_blocks(data: bytes) -> list[bytes | memoryview]:
+    """`data` as non-final stored deflate blocks (RFC 1951 3.2.4: a header
+    byte, LEN and its complement, the bytes as they are; at most 65,535 bytes
+    each), starting on a byte boundary, as a full flush leaves the stream."""
+    view = memoryview(data)
+    parts: list[bytes | memoryview] = []
+    for start in range(0, len(data), _STORED_BLOCK_BYTES):
+        chunk = view[start:start + _STORED_BLOCK_BYTES]
+        parts += (_pack_stored_head(0, len(chunk), len(chunk) ^ 0xFFFF), chunk)
+    return parts
 
 
 def payload_digest_of(body: bytes) -> str:
