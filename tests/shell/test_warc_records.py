@@ -142,3 +142,13 @@ def test_a_body_with_a_content_coding_is_stored_as_it_is_and_plain_text_is_defla
     assert text[:65_535] in data[stored.offset:stored.offset + stored.length]   # verbatim
     assert stored.length > len(text) > 10 * deflated.length
     assert [r.payload for r in iter_records(path) if r.rec_type == "response"] == [text, text]
+
+
+def test_small_records_are_deflated_at_the_writers_level_when_it_asks_for_more_than_1(tmp_path: Path) -> None:
+    pytest.importorskip("isal")
+    sizes = {}
+    for level in (1, 3):
+        with WarcWriter(tmp_path / str(level), fsync=False, gzip_level=level) as writer:
+            ref = write(writer, 0, b"<p>not found</p>" * 20)   # a small body: the small-record stream
+        sizes[level] = ref.length
+    assert sizes[3] < sizes[1]
