@@ -563,7 +563,7 @@ def test_sha1_digests_are_rfc4648_base32() -> None:
     import base64
     import hashlib
 
-    from courtly.shell.warc import _sha1_b32
+    from courtly.shell.warc_record import sha1_b32 as _sha1_b32
 
     for data in (b"", b"a", bytes(range(256)) * 7, b"\xff" * 20):
         h = hashlib.sha1(data)
@@ -588,7 +588,7 @@ def test_warc_dates_are_what_datetime_formats() -> None:
     import math
     from datetime import UTC, datetime
 
-    from courtly.shell.warc import _warc_date
+    from courtly.shell.warc_record import warc_date as _warc_date
 
     rng = random.Random(8)
     values = [rng.uniform(0, 4e9) for _ in range(20_000)]

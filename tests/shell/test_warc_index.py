@@ -46,3 +46,32 @@ def test_surt_keys_of_common_and_tricky_urls(url: str) -> None:
     import surt
 
     assert _surt_key(url) == surt.surt(url)
+
+
+# -- the CDXJ JSON block is what json.dumps makes of the fields ------------------------
+
+
+def _cdxj_line_by_json_dumps(e, filename: str) -> str:
+    import json
+
+    fields = {"url": e.url}
+    for key in ("mime", "status", "digest"):
+        if getattr(e, key) is not None:
+            fields[key] = getattr(e, key)
+    fields.update(length=str(e.length), offset=str(e.offset), filename=filename)
+    return f"{_surt_key(e.url)} {e.timestamp} {json.dumps(fields)}"
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(url=st.one_of(_TEXT.map(lambda t: "http://example.com/" + t), _TEXT),
+       mime=st.one_of(st.none(), _TEXT), status=st.one_of(st.none(), st.sampled_from(["200", "404", '"'])),
+       digest=st.one_of(st.none(), st.just("sha1:ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")),
+       offset=st.integers(0, 2**40), length=st.integers(0, 2**31), filename=_TEXT)
+def test_cdxj_lines_equal_json_dumps_of_the_fields(url, mime, status, digest, offset, length, filename) -> None:
+    from courtly.shell.warc_index import IndexEntry, _cdxj_lines
+
+    e = IndexEntry(url, "20261130160435", mime, status, digest, offset, length)
+    assert _cdxj_lines([e], filename) == [_cdxj_line_by_json_dumps(e, filename)]
