@@ -38,6 +38,12 @@ records: change a rule, bump the version.
 9. the result longer than `length_max` is `Reason.LENGTH` (and an input longer
    than four times that is refused before any work).
 
+Most links are already in the common spelling (lowercase scheme and host,
+characters that need no escaping): `courtly.core.urlfast` recognises those
+in one regular expression and only the steps that can change them run (a
+canonical URL is returned as it is); the full path decides everything else,
+and tests/core/test_urlfast.py holds the two to the same answers.
+
 `normalize_url` is idempotent (property-tested). `resolve_url` is strict RFC
 3986 section 5.2 with only the whitespace and backslash leniency of step 1.
 
@@ -61,6 +67,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from courtly.core.types import Origin, Reason
+from courtly.core.urlfast import common_match, fast_parts
 
 try:  # UTS-46 processing; optional
     import idna as _idna
@@ -85,6 +92,7 @@ __all__ = [
 NORMALIZATION_VERSION: int = 1
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_PORT_TEXT = {"http": "80", "https": "443"}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _SUB_DELIMS = "!$&'()*+,;="
 _PATH_SAFE = _UNRESERVED | frozenset(_SUB_DELIMS + ":@/")
@@ -404,21 +412,29 @@ def _host_in(host: str, hosts: frozenset[str]) -> bool:
 
 
 def _query(query: str, host: str, rules: NormalizeRules) -> str:
-    pairs = [p for p in _escapes(query, _QUERY_SAFE).split("&") if p]
+    """An escaped query, normalised: empty pairs and stripped parameters
+    dropped, pairs sorted by name (stable) unless the host is order-sensitive."""
+    pairs = [p for p in query.split("&") if p]
     if not _host_in(host, rules.keep_params_hosts):
-        pairs = [p for p in pairs if not _stripped(p.split("=", 1)[0].lower(), rules)]
-    if not _host_in(host, rules.order_sensitive_hosts):
-        pairs.sort(key=lambda p: p.split("=", 1)[0])
+        names, prefixes = rules.strip_params, rules.strip_param_prefixes
+        pairs = [p for p in pairs
+                 if (name := p.partition("=")[0].lower()) not in names and not name.startswith(prefixes)]
+    if len(pairs) > 1 and not _host_in(host, rules.order_sensitive_hosts):
+        pairs.sort(key=_param_name)
     return "&".join(pairs)
 
 
-def _stripped(name: str, rules: NormalizeRules) -> bool:
-    return name in rules.strip_params or any(name.startswith(p) for p in rules.strip_param_prefixes)
+def _param_name(pair: str) -> str:
+    return pair.partition("=")[0]
 
 
 def _http_parts(url: str) -> tuple[str, str, int, str, str | None]:
     """(scheme, canonical host, port, raw path, raw query) of an absolute
     http(s) URL; raises `UrlError` (MALFORMED, SCHEME)."""
+    return fast_parts(url) or _http_parts_full(url)
+
+
+def _http_parts_full(url: str) -> tuple[str, str, int, str, str | None]:
     scheme, authority, path, query, _fragment = _split(_lenient(url))
     if scheme is None:
         raise UrlError(Reason.MALFORMED, "not an absolute URL")
@@ -438,16 +454,42 @@ def normalize_url(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str:
     """The canonical form of an absolute http(s) URL; raises `UrlError`."""
     if len(url) > 4 * rules.length_max:
         raise UrlError(Reason.LENGTH, f"{len(url)} characters before normalisation")
-    scheme, host, port, path, query = _http_parts(url)
-    path = _escapes(path, _PATH_SAFE)
+    m = common_match(url)   # the common spelling: no leniency, escapes or IDNA to apply
+    if m is not None:
+        out = _normalize_common(m, url, rules)
+    else:
+        scheme, host, port, path, query = _http_parts_full(url)
+        path = _escapes(path, _PATH_SAFE)
+        out = _assemble(scheme, host, port, path, query and _escapes(query, _QUERY_SAFE), rules)
+    if len(out) > rules.length_max:
+        raise UrlError(Reason.LENGTH, f"{len(out)} > {rules.length_max}")
+    return out
+
+
+def _normalize_common(m: re.Match[str], url: str, rules: NormalizeRules) -> str:
+    """`normalize_url` of a URL in the common spelling (`urlfast.common_match`),
+    before the length check."""
+    scheme, host, written_port, path, query, fragment = m.groups()
+    if (path and "/." not in path and ";" not in path
+            and (written_port is None or (written_port[0] != "0" and written_port != _PORT_TEXT[scheme]))):
+        # scheme, authority and path are canonical as written: at most the query changes
+        if query is None:
+            return url if fragment is None else url[: m.start(6)]
+        head = url[: m.end(4)]
+        q = _query(query, host, rules) if query else ""
+        return f"{head}?{q}" if q else head
+    port = _DEFAULT_PORTS[scheme] if written_port is None else int(written_port)
+    return _assemble(scheme, host, port, path or "", query, rules)
+
+
+def _assemble(scheme: str, host: str, port: int, path: str, query: str | None, rules: NormalizeRules) -> str:
+    """The URL of canonical scheme, host and port and escaped path and query:
+    path parameters and dot segments removed, the query normalised."""
     path = remove_dot_segments(_strip_path_params(path, rules.strip_path_params)) or "/"
     q = _query(query, host, rules) if query else ""
     shown = f"[{host}]" if ":" in host else host
     port_text = "" if port == _DEFAULT_PORTS[scheme] else f":{port}"
-    out = f"{scheme}://{shown}{port_text}{path}" + (f"?{q}" if q else "")
-    if len(out) > rules.length_max:
-        raise UrlError(Reason.LENGTH, f"{len(out)} > {rules.length_max}")
-    return out
+    return f"{scheme}://{shown}{port_text}{path}" + (f"?{q}" if q else "")
 
 
 def resolve_url(base: str, ref: str) -> str:
