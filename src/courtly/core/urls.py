@@ -47,25 +47,21 @@ and tests/core/test_urlfast.py holds the two to the same answers.
 `normalize_url` is idempotent (property-tested). `resolve_url` is strict RFC
 3986 section 5.2 with only the whitespace and backslash leniency of step 1.
 
-Politeness keys: `registered_domain` uses the Public Suffix List snapshot
-bundled in tldextract (never fetched, no disk cache), INCLUDING the private
-section: ``alice.github.io`` and ``bob.github.io`` are different sites with
-different owners, and the per-IP limit (DESIGN invariant 2) still protects
-the shared servers behind them. A suffix the list does not know (``.test``,
-``.internal``) follows the PSL default rule ``*``.
+Politeness keys (`registered_domain`, `politeness_key`, `partition_of`) live
+in `courtly.core.sitekey` and are re-exported here.
 
-Pure: no clock, no I/O (the PSL snapshot is package data read once).
+Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import ipaddress
 import re
 import unicodedata
 from dataclasses import dataclass
 
+from courtly.core.sitekey import partition_of, politeness_key, registered_domain
 from courtly.core.types import Origin, Reason
 from courtly.core.urlfast import common_match, fast_parts
 
@@ -541,54 +537,3 @@ def split_origin(url: str) -> Origin:
     """scheme, canonical host (IPv6 without brackets) and port of an http(s) URL."""
     scheme, host, port, _, _ = _http_parts(url)
     return Origin(scheme, host, port)
-
-
-@functools.lru_cache(maxsize=1)
-def _extractor():  # type: ignore[no-untyped-def]
-    import tldextract
-
-    # suffix_list_urls=() and cache_dir=None: the bundled snapshot only,
-    # no HTTP, no cache files.
-    return tldextract.TLDExtract(
-        suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
-    )
-
-
-@functools.lru_cache(maxsize=65536)
-def registered_domain(host: str) -> str:
-    """eTLD+1 of `host` (PSL incl. private suffixes, default rule ``*``);
-    an IP literal is returned as the canonical IP, a public suffix as itself."""
-    h = host.strip().lower()
-    if h.startswith("[") and h.endswith("]"):
-        h = h[1:-1]
-    h = h.rstrip(".")
-    try:
-        return ipaddress.ip_address(h).compressed
-    except ValueError:
-        pass
-    if not h or "." not in h:
-        return h
-    result = _extractor().extract_str(h)
-    if result.suffix == "":  # unknown TLD: the last label is the suffix
-        return ".".join(h.split(".")[-2:])
-    if result.domain == "":  # the host is itself a public suffix
-        return h
-    return f"{result.domain}.{result.suffix}"
-
-
-def politeness_key(host: str, mode: str = "domain") -> str:
-    """The key politeness and partitioning use: registered domain or exact host."""
-    if mode == "domain":
-        return registered_domain(host)
-    if mode == "host":
-        h = host.strip().lower().rstrip(".")
-        return h[1:-1] if h.startswith("[") and h.endswith("]") else h
-    raise ValueError(f"politeness key mode must be 'domain' or 'host', not {mode!r}")
-
-
-def partition_of(key: str, partitions: int) -> int:
-    """Stable partition of a politeness key: blake2b-64 (big-endian) mod P."""
-    if partitions < 1:
-        raise ValueError("partitions must be at least 1")
-    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % partitions
