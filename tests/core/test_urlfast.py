@@ -33,7 +33,8 @@ CORPUS = [
     "http://1.2.3.com/", "http://example.123abc/", "http://example.com:0/", "http://example.com:65535/",
     # fragments
     "http://a.test/x#frag", "http://a.test/x#", "http://a.test/#f\tg\n", "http://a.test/x#a b\\c ",
-    "http://a.test#f", "http://a.test/x?#", "http://a.test/x?q=1#f?g",
+    "http://a.test#f", "http://a.test/x?#", "http://a.test/x?q=1#f?g", "http://a.test/x?q#%", "http://a.test/x#?%",
+    "http://a.test/" + "?" * 50 + "%", "http://a.test/" + "x" * 50 + "%", "http://a.test/x??a=1", "http://a.test??",
     # empty path, empty query, query order and stripping
     "http://a.test", "http://a.test?b=1", "http://a.test:8080", "http://a.test/?", "http://a.test/x?",
     "http://a.test/?b=2&a=1", "http://a.test/?a=1&b=2", "http://a.test/?a=2&a=1", "http://a.test/?&&a=1&",

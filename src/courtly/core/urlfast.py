@@ -37,8 +37,8 @@ _COMMON_RE = re.compile(
     r"(https?)://(?![^:/?#]{254})"
     rf"((?:{_LABEL}\.)*(?![0-9]+{_END})(?!0x){_LABEL}|(?:{_OCTET}\.){{3}}{_OCTET})"
     r"(?::(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5]?[0-9]{1,4}))?"
-    rf"(/[{_PATH_CHARS}]*)?"
-    rf"(?:\?([{_PATH_CHARS}?]*))?"
+    rf"(/[{_PATH_CHARS}]*+)?"   # possessive: what follows starts with a character
+    rf"(?:\?([{_PATH_CHARS}?]*+))?"   # outside the class, so backtracking cannot help
     r"(#.*)?",
     re.S,
 )
