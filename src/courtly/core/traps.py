@@ -80,7 +80,7 @@ Bounds: per host `templates_max` templates (then one overflow template) and
 `session_keys_max` pages with session ids; `templates_total_max` templates over
 all hosts (slug URLs make one template per page: without it ten million queued
 URLs kept ~2.5 GB of templates); `hosts_max` hosts (least recently used first,
-hosts with suspicions kept). Cost: ~15-20 us per new URL.
+hosts with suspicions kept). Cost: ~5-7 us per new URL (bench/admission_micro.py).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from courtly.core.types import Decision, Reason
-from courtly.core.urlshape import (dates_out_of_range, path_query, query_shape, query_template,
+from courtly.core.urlshape import (dates_out_of_range, path_query, path_template, query_shape, query_template,
                                    repeated_run, url_template, without_session, years)
 
 __all__ = [
@@ -269,15 +269,17 @@ class TrapGuard:
         cfg = self.config
         host = self._host(key, now)
         path, query = path_query(url)
-        shape = url_template(path)
-        template = self._template_key(host, shape + query_template(query))
+        segments = path.split("/")
+        shape = path_template(segments)
+        template = self._template_key(host, shape + query_template(query) if query else shape)
         path_t = "path:" + shape
-        fenced = self._fenced(host, template, path_t, path, now)
+        fenced = self._fenced(host, template, path_t, path, now) if host.confirmed or host.open else None
         if fenced is not None:
             return fenced
         if len(url) > cfg.url_length_max:
             return self._deny(Reason.LENGTH, "length", f"{len(url)} > {cfg.url_length_max} characters")
-        denied = self._structural(key, host, url, path, query, now)
+        stripped = without_session(path, query)   # path?query without its session ids, or None
+        denied = self._structural(key, host, url, segments, stripped, now)
         if denied is not None:
             return denied
         if depth > cfg.depth_max:
@@ -289,7 +291,7 @@ class TrapGuard:
         budget = self.budget_of(key, now)
         if host.day_new >= budget:
             return self._deny(Reason.BUDGET, "budget", f"{budget} new URLs today")
-        self._admit(host, path, query)
+        self._admit(host, stripped)
         return Verdict(True, cfg.suspect_band) if host.open else ALLOW
 
     def check_queued(self, key: str, url: str, now: float) -> Verdict:
@@ -300,9 +302,9 @@ class TrapGuard:
         if host is None or not (host.open or host.confirmed):
             return ALLOW
         path, query = path_query(url)
-        template = url_template(path, query)
-        template = self._template_key(host, template)
-        fenced = self._fenced(host, template, "path:" + url_template(path, ""), path, now)
+        shape = url_template(path)
+        template = self._template_key(host, shape + query_template(query))
+        fenced = self._fenced(host, template, "path:" + shape, path, now)
         if fenced is not None:
             return fenced
         return Verdict(True, self.config.suspect_band) if host.open else ALLOW
@@ -313,7 +315,7 @@ class TrapGuard:
         shape = url_template(path)
         template = self._template_key(host, shape + query_template(query))
         self._count_template(key, host, url, template, "path:" + shape, path, query, now)
-        self._admit(host, path, query)
+        self._admit(host, without_session(path, query))
 
     def note_fetch(self, key: str, url: str, near_dup: bool, now: float) -> None:
         cfg = self.config
@@ -371,7 +373,7 @@ class TrapGuard:
 
     def budget_of(self, key: str, now: float) -> int:
         """New URLs `key` may admit per day at `now` (allowlist applied)."""
-        valid = [e for e in self._allow if e.key == key and e.expires_at > now]
+        valid = [e for e in self._allow if e.key == key and e.expires_at > now] if self._allow else None
         if not valid:
             return self.config.daily_new_urls_max
         return max(valid, key=lambda e: e.expires_at).budget
@@ -395,25 +397,25 @@ class TrapGuard:
                     return self._deny(Reason.TRAP, "suspect", f"{rule} ({scope}) under review since {suspect.since:.0f}")
         return None
 
-    def _structural(
-        self, key: str, host: _Host, url: str, path: str, query: str, now: float
-    ) -> Verdict | None:
+    def _structural(self, key: str, host: _Host, url: str, split: list[str], stripped: str | None,
+                    now: float) -> Verdict | None:
+        """Rules 3-5; `split` is the path split on "/", `stripped` its `without_session`."""
         cfg = self.config
-        segments = [s for s in path.split("/") if s]
+        n = len(split) - split.count("")   # path segments
+        segments = [s for s in split if s] if n > cfg.path_segments_max or n >= cfg.segment_repeats_max else []
         if len(segments) > cfg.path_segments_max:
             scope = f"prefix:/{segments[0]}/"
-            if not self._muted(host, "segments", scope):
+            if not ("segments", scope) in host.muted:
                 detail = f"{len(segments)} > {cfg.path_segments_max} path segments"
                 return self._trap(key, host, "segments", scope, url, detail, now)
-        found = repeated_run(segments, cfg.segment_repeats_max)
+        found = repeated_run(segments, cfg.segment_repeats_max)   # none in fewer segments than repeats
         if found is not None:
             unit, start = found
             scope = "prefix:/" + "".join(s + "/" for s in segments[: max(start, 1)])
-            if not self._muted(host, "repeated_segments", scope):
+            if not ("repeated_segments", scope) in host.muted:
                 detail = f"'{unit}' repeated {cfg.segment_repeats_max} times"
                 return self._trap(key, host, "repeated_segments", scope, url, detail, now)
-        stripped = without_session(path, query)
-        if stripped is not None and not self._muted(host, "session_id", _SESSION_SCOPE):
+        if stripped is not None and not ("session_id", _SESSION_SCOPE) in host.muted:
             if _key64(stripped) in host.session_keys:
                 detail = f"same page as {stripped} with another session id"
                 return self._trap(key, host, "session_id", _SESSION_SCOPE, url, detail, now)
@@ -427,17 +429,12 @@ class TrapGuard:
     def _deny(reason: Reason, rule: str, detail: str) -> Verdict:
         return Verdict(False, None, reason, rule, detail)
 
-    @staticmethod
-    def _muted(host: _Host, rule: str, scope: str) -> bool:
-        return (rule, scope) in host.muted
-
     # ---------------------------------------------------------------- counting
 
-    def _admit(self, host: _Host, path: str, query: str) -> None:
+    def _admit(self, host: _Host, stripped: str | None) -> None:
         host.day_new += 1
         host.new_total += 1
         host.new_since_fetch += 1
-        stripped = without_session(path, query)
         if stripped is not None and len(host.session_keys) < self.config.session_keys_max:
             host.session_keys.add(_key64(stripped))
 

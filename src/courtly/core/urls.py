@@ -38,29 +38,32 @@ records: change a rule, bump the version.
 9. the result longer than `length_max` is `Reason.LENGTH` (and an input longer
    than four times that is refused before any work).
 
+Most links are already in the common spelling (lowercase scheme and host,
+characters that need no escaping): `courtly.core.urlfast` recognises those
+in one regular expression and only the steps that can change them run (a
+canonical URL is returned as it is); the full path decides everything else,
+and tests/core/test_urlfast.py holds the two to the same answers.
+
 `normalize_url` is idempotent (property-tested). `resolve_url` is strict RFC
 3986 section 5.2 with only the whitespace and backslash leniency of step 1.
 
-Politeness keys: `registered_domain` uses the Public Suffix List snapshot
-bundled in tldextract (never fetched, no disk cache), INCLUDING the private
-section: ``alice.github.io`` and ``bob.github.io`` are different sites with
-different owners, and the per-IP limit (DESIGN invariant 2) still protects
-the shared servers behind them. A suffix the list does not know (``.test``,
-``.internal``) follows the PSL default rule ``*``.
+Politeness keys (`registered_domain`, `politeness_key`, `partition_of`) live
+in `courtly.core.sitekey` and are re-exported here.
 
-Pure: no clock, no I/O (the PSL snapshot is package data read once).
+Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import ipaddress
 import re
 import unicodedata
 from dataclasses import dataclass
 
+from courtly.core.sitekey import partition_of, politeness_key, registered_domain
 from courtly.core.types import Origin, Reason
+from courtly.core.urlfast import common_match, fast_parts
 
 try:  # UTS-46 processing; optional
     import idna as _idna
@@ -85,6 +88,7 @@ __all__ = [
 NORMALIZATION_VERSION: int = 1
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_PORT_TEXT = {"http": "80", "https": "443"}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _SUB_DELIMS = "!$&'()*+,;="
 _PATH_SAFE = _UNRESERVED | frozenset(_SUB_DELIMS + ":@/")
@@ -404,21 +408,29 @@ def _host_in(host: str, hosts: frozenset[str]) -> bool:
 
 
 def _query(query: str, host: str, rules: NormalizeRules) -> str:
-    pairs = [p for p in _escapes(query, _QUERY_SAFE).split("&") if p]
+    """An escaped query, normalised: empty pairs and stripped parameters
+    dropped, pairs sorted by name (stable) unless the host is order-sensitive."""
+    pairs = [p for p in query.split("&") if p]
     if not _host_in(host, rules.keep_params_hosts):
-        pairs = [p for p in pairs if not _stripped(p.split("=", 1)[0].lower(), rules)]
-    if not _host_in(host, rules.order_sensitive_hosts):
-        pairs.sort(key=lambda p: p.split("=", 1)[0])
+        names, prefixes = rules.strip_params, rules.strip_param_prefixes
+        pairs = [p for p in pairs
+                 if (name := p.partition("=")[0].lower()) not in names and not name.startswith(prefixes)]
+    if len(pairs) > 1 and not _host_in(host, rules.order_sensitive_hosts):
+        pairs.sort(key=_param_name)
     return "&".join(pairs)
 
 
-def _stripped(name: str, rules: NormalizeRules) -> bool:
-    return name in rules.strip_params or any(name.startswith(p) for p in rules.strip_param_prefixes)
+def _param_name(pair: str) -> str:
+    return pair.partition("=")[0]
 
 
 def _http_parts(url: str) -> tuple[str, str, int, str, str | None]:
     """(scheme, canonical host, port, raw path, raw query) of an absolute
     http(s) URL; raises `UrlError` (MALFORMED, SCHEME)."""
+    return fast_parts(url) or _http_parts_full(url)
+
+
+def _http_parts_full(url: str) -> tuple[str, str, int, str, str | None]:
     scheme, authority, path, query, _fragment = _split(_lenient(url))
     if scheme is None:
         raise UrlError(Reason.MALFORMED, "not an absolute URL")
@@ -438,16 +450,42 @@ def normalize_url(url: str, rules: NormalizeRules = DEFAULT_RULES) -> str:
     """The canonical form of an absolute http(s) URL; raises `UrlError`."""
     if len(url) > 4 * rules.length_max:
         raise UrlError(Reason.LENGTH, f"{len(url)} characters before normalisation")
-    scheme, host, port, path, query = _http_parts(url)
-    path = _escapes(path, _PATH_SAFE)
+    m = common_match(url)   # the common spelling: no leniency, escapes or IDNA to apply
+    if m is not None:
+        out = _normalize_common(m, url, rules)
+    else:
+        scheme, host, port, path, query = _http_parts_full(url)
+        path = _escapes(path, _PATH_SAFE)
+        out = _assemble(scheme, host, port, path, query and _escapes(query, _QUERY_SAFE), rules)
+    if len(out) > rules.length_max:
+        raise UrlError(Reason.LENGTH, f"{len(out)} > {rules.length_max}")
+    return out
+
+
+def _normalize_common(m: re.Match[str], url: str, rules: NormalizeRules) -> str:
+    """`normalize_url` of a URL in the common spelling (`urlfast.common_match`),
+    before the length check."""
+    scheme, host, written_port, path, query, fragment = m.groups()
+    if (path and "/." not in path and ";" not in path
+            and (written_port is None or (written_port[0] != "0" and written_port != _PORT_TEXT[scheme]))):
+        # scheme, authority and path are canonical as written: at most the query changes
+        if query is None:
+            return url if fragment is None else url[: m.start(6)]
+        head = url[: m.end(4)]
+        q = _query(query, host, rules) if query else ""
+        return f"{head}?{q}" if q else head
+    port = _DEFAULT_PORTS[scheme] if written_port is None else int(written_port)
+    return _assemble(scheme, host, port, path or "", query, rules)
+
+
+def _assemble(scheme: str, host: str, port: int, path: str, query: str | None, rules: NormalizeRules) -> str:
+    """The URL of canonical scheme, host and port and escaped path and query:
+    path parameters and dot segments removed, the query normalised."""
     path = remove_dot_segments(_strip_path_params(path, rules.strip_path_params)) or "/"
     q = _query(query, host, rules) if query else ""
     shown = f"[{host}]" if ":" in host else host
     port_text = "" if port == _DEFAULT_PORTS[scheme] else f":{port}"
-    out = f"{scheme}://{shown}{port_text}{path}" + (f"?{q}" if q else "")
-    if len(out) > rules.length_max:
-        raise UrlError(Reason.LENGTH, f"{len(out)} > {rules.length_max}")
-    return out
+    return f"{scheme}://{shown}{port_text}{path}" + (f"?{q}" if q else "")
 
 
 def resolve_url(base: str, ref: str) -> str:
@@ -518,54 +556,3 @@ def split_origin(url: str) -> Origin:
     """scheme, canonical host (IPv6 without brackets) and port of an http(s) URL."""
     scheme, host, port, _, _ = _http_parts(url)
     return Origin(scheme, host, port)
-
-
-@functools.lru_cache(maxsize=1)
-def _extractor():  # type: ignore[no-untyped-def]
-    import tldextract
-
-    # suffix_list_urls=() and cache_dir=None: the bundled snapshot only,
-    # no HTTP, no cache files.
-    return tldextract.TLDExtract(
-        suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
-    )
-
-
-@functools.lru_cache(maxsize=65536)
-def registered_domain(host: str) -> str:
-    """eTLD+1 of `host` (PSL incl. private suffixes, default rule ``*``);
-    an IP literal is returned as the canonical IP, a public suffix as itself."""
-    h = host.strip().lower()
-    if h.startswith("[") and h.endswith("]"):
-        h = h[1:-1]
-    h = h.rstrip(".")
-    try:
-        return ipaddress.ip_address(h).compressed
-    except ValueError:
-        pass
-    if not h or "." not in h:
-        return h
-    result = _extractor().extract_str(h)
-    if result.suffix == "":  # unknown TLD: the last label is the suffix
-        return ".".join(h.split(".")[-2:])
-    if result.domain == "":  # the host is itself a public suffix
-        return h
-    return f"{result.domain}.{result.suffix}"
-
-
-def politeness_key(host: str, mode: str = "domain") -> str:
-    """The key politeness and partitioning use: registered domain or exact host."""
-    if mode == "domain":
-        return registered_domain(host)
-    if mode == "host":
-        h = host.strip().lower().rstrip(".")
-        return h[1:-1] if h.startswith("[") and h.endswith("]") else h
-    raise ValueError(f"politeness key mode must be 'domain' or 'host', not {mode!r}")
-
-
-def partition_of(key: str, partitions: int) -> int:
-    """Stable partition of a politeness key: blake2b-64 (big-endian) mod P."""
-    if partitions < 1:
-        raise ValueError("partitions must be at least 1")
-    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % partitions

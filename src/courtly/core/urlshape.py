@@ -27,6 +27,7 @@ import re
 __all__ = [
     "dates_out_of_range",
     "path_query",
+    "path_template",
     "query_shape",
     "query_template",
     "repeated_run",
@@ -47,13 +48,21 @@ _SESSION_NAME = re.compile(r"sess|^sid$|sessid|^cfid$|^cftoken$|^oscsid$|^zenid$
 _HEX32 = re.compile(r"[0-9a-f]{32,}", re.I)
 _PATH_SESSION = re.compile(r";(?:jsessionid|phpsessid|sid|sessionid)=[^/?;]*", re.I)
 _ASPNET_SESSION = re.compile(r"/\([A-Z]\([^)/]{8,}\)\)", re.I)
+_ID_CHARS = "0123456789abcdefABCDEF-"   # all an ASCII number, UUID, hex id or date is made of
 
 
 def url_template(path: str, query: str = "") -> str:
     """The path's shape with ids replaced by placeholders, plus the sorted
     query parameter names: ``/news/2024/05/story-12.html?page=3`` ->
     ``/news/{n}/{n}/story-{n}.html?page=*``."""
-    return "/".join(map(_segment_template, path.split("/"))) + query_template(query)
+    return path_template(path.split("/")) + query_template(query)
+
+
+def path_template(segments: list[str]) -> str:
+    """`url_template` of the path that splits on "/" into `segments`, without a query."""
+    # Segments repeat (section names, slugs, file names): short ones are
+    # remembered, at most 32k of at most 128 characters (~8 MB).
+    return "/".join([_short_segment_template(s) if len(s) <= 128 else _shape(s) for s in segments])
 
 
 def query_template(query: str) -> str:
@@ -64,31 +73,24 @@ def query_template(query: str) -> str:
     return "?" + "&".join(f"{n}=*" for n in names)
 
 
-def _segment_template(segment: str) -> str:
-    # Segments repeat (section names, slugs, file names): short ones are
-    # remembered, at most 32k of at most 128 characters (~8 MB).
-    return _short_segment_template(segment) if len(segment) <= 128 else _shape(segment)
-
-
-@functools.lru_cache(maxsize=1 << 15)
-def _short_segment_template(segment: str) -> str:
-    return _shape(segment)
-
-
 def _shape(segment: str) -> str:
     if _ANY_DIGIT.search(segment) is None:
         return segment if len(segment) <= 64 else "{long}"  # words stay (no id without a digit)
-    if segment.isdigit():
-        return "{n}"
-    if _UUID.fullmatch(segment):
-        return "{uuid}"
-    if _HEX_ID.fullmatch(segment):
-        return "{hex}"
-    if _ISO_DATE.fullmatch(segment) or _COMPACT_DATE.fullmatch(segment):
-        return "{date}"
+    if not segment.isascii() or not segment.strip(_ID_CHARS):   # else no number, id or date
+        if segment.isdigit():
+            return "{n}"
+        if _UUID.fullmatch(segment):
+            return "{uuid}"
+        if _HEX_ID.fullmatch(segment):
+            return "{hex}"
+        if _ISO_DATE.fullmatch(segment) or _COMPACT_DATE.fullmatch(segment):
+            return "{date}"
     if len(segment) > 64:
         return "{long}"
-    return _DIGITS.sub("{n}", segment)
+    return "{n}".join(_DIGITS.split(segment))   # _DIGITS.sub("{n}", segment), faster
+
+
+_short_segment_template = functools.lru_cache(maxsize=1 << 15)(_shape)
 
 
 def query_shape(query: str) -> str:
@@ -115,6 +117,8 @@ def repeated_run(segments: list[str], times: int) -> tuple[str, int] | None:
     """The first segment or pair of segments repeated `times` times in a row
     (a/a/a, a/b/a/b/a/b) and the index where the run starts; None if none."""
     n = len(segments)
+    if n < times:
+        return None
     for width in (1, 2):
         for i in range(n - width * times + 1):
             unit = segments[i : i + width]
