@@ -634,3 +634,17 @@ def test_batch_of_caps_a_lease_per_key_and_leaves_the_rest_queued():
     slow = next(l for l in f.leases() if l.key == "slow.test")
     assert f.complete(slow.lease_id, 2.0)
     assert urls(f.lease(2.0, lambda key: 0)) == ["https://slow.test/1"]   # at least one
+
+
+def test_has_key_while_queued_or_leased_and_add_keeps_the_first_ready_instant():
+    f = Frontier(random.Random(1), batch_max=1)
+    assert not f.has_key("a.test")
+    f.add(item("a.test", 0), ready_at=5.0)
+    f.add(item("a.test", 1), ready_at=0.0)          # ignored: the key is here already
+    assert f.has_key("a.test") and f.next_wakeup() == 5.0
+    lease = f.lease(5.0)
+    assert f.has_key("a.test")                       # leased, one URL still queued
+    assert f.complete(lease.lease_id, 9.0)
+    lease = f.lease(9.0)
+    assert f.complete(lease.lease_id, 10.0)
+    assert not f.has_key("a.test")                   # nothing left: the key is gone

@@ -113,6 +113,10 @@ class Frontier:
     def leases(self) -> list[Lease]:
         return list(self._leases.values())
 
+    def has_key(self, key: str) -> bool:
+        """Is `key` here (queued or leased)? Then `add` ignores its `ready_at`."""
+        return key in self._queues
+
     def is_leased(self, key: str) -> bool:
         q = self._queues.get(key)
         return q is not None and q.lease_id != 0

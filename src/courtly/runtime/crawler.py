@@ -343,8 +343,11 @@ class Crawler:
         if stored and self.overflow.keep_out(item):
             self._wake.set()
             return True
+        # the ready instant matters for a key new to the frontier only (most
+        # links go to keys queued already: ~8 new URLs a page in S2)
+        ready = 0.0 if self.frontier.has_key(item.key) else self.politeness.ready_at(item.key, now)
         try:
-            self.frontier.add(item, self.politeness.ready_at(item.key, now))
+            self.frontier.add(item, ready)
         except FrontierFull:
             self.decide(item.url, item.key, item.via, Reason.BUDGET, "host queue full", now, item.depth)
             return False
