@@ -6,8 +6,6 @@ gets one line naming the problem, never a traceback.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import time
