@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 from courtly.core.sitekey import partition_of, politeness_key, registered_domain
 from courtly.core.types import Origin, Reason
+from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORTS
 from courtly.core.urlfast import common_match, fast_parts
 
 try:  # UTS-46 processing; optional
@@ -87,7 +88,6 @@ __all__ = [
 
 NORMALIZATION_VERSION: int = 1
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _PORT_TEXT = {"http": "80", "https": "443"}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _SUB_DELIMS = "!$&'()*+,;="
@@ -521,16 +521,8 @@ def _merge(base_auth: str | None, base_path: str, ref_path: str) -> str:
 
 
 def host_of_normalized(url: str) -> str:
-    """`split_origin(url).host` for a URL that `normalize_url` returned (its
-    form is fixed: ``scheme://host[:port]/...``, an IPv6 host in brackets),
-    read off the string without parsing it again. Other URLs: use split_origin."""
-    start = url.index("://") + 3
-    end = url.find("/", start)
-    hostport = url[start:end] if end >= 0 else url[start:]
-    if hostport.startswith("["):
-        return hostport[1:hostport.index("]")]
-    colon = hostport.find(":")
-    return hostport if colon < 0 else hostport[:colon]
+    """`split_origin(url).host` for a URL that `normalize_url` returned."""
+    return origin_of_normalized(url).host
 
 
 @functools.lru_cache(maxsize=4096)
@@ -545,8 +537,9 @@ def _origin_of(scheme: str, hostport: str) -> Origin:
 
 
 def origin_of_normalized(url: str) -> Origin:
-    """`split_origin(url)` for a URL that `normalize_url` returned, read off
-    the string like `host_of_normalized`. Other URLs: use split_origin."""
+    """`split_origin(url)` for a URL that `normalize_url` returned (its form
+    is fixed: ``scheme://host[:port]/...``, an IPv6 host in brackets), read
+    off the string without parsing it again. Other URLs: use split_origin."""
     start = url.index("://")
     end = url.find("/", start + 3)
     return _origin_of(url[:start], url[start + 3:end] if end >= 0 else url[start + 3:])
