@@ -18,7 +18,11 @@ its documentation recommends for a polite broad crawl (their docstrings say
 how, and what had to be adapted). Every figure comes from outside the
 crawler: wall time of the process, pages = 200 answers for HTML pages in the
 server's request log (robots.txt, sitemaps and feeds are not pages), pages/s =
-pages / wall time (% ceil is of this), span = first request's arrival to the
+pages / wall time (% ceil is of this), req/s = every request in the log
+(robots.txt, sitemaps, 404s too) / wall time, % key ceil = req/s against
+keys / delay (the politeness keys, registered domains, of the web's hosts:
+S2's 2,000 hosts are 1,621 domains, and robots.txt, the soft-404 probe and
+sitemaps take turns of the same keys), span = first request's arrival to the
 last one's completion in the server's log and span p/s = pages / span (the
 rate while crawling, without start-up and shut-down), CPU =
 user+sys of the crawler's process tree (os.wait4), peak RSS = the summed RSS
@@ -132,8 +136,12 @@ def run_one(crawler: str, sc: Scenario, args: argparse.Namespace, env: dict[str,
                        rss_measure="tree sum (psutil)" if run.tree_rss_peak_mb is not None else "largest process",
                        violations=verdict.violations, violations_by_rule=verdict.rules,
                        violations_per_host_name=verdict.host_rules)
+            row["requests_per_s"] = round(verdict.requests / run.wall_s, 1) if run.wall_s else 0.0
+            row["keys"] = verdict.keys
             if sc.ceiling:
                 row["ceiling_pct"] = round(100 * row["pages_per_s"] / sc.ceiling, 1)
+                if verdict.keys:
+                    row["key_ceiling_pct"] = round(100 * row["requests_per_s"] * sc.delay_s / verdict.keys, 1)
             if verdict.violations and args.verbose:
                 print(verdict.report.render(), flush=True)
     except Exception as exc:  # a crawler or the web failing must not end the whole comparison
@@ -165,7 +173,7 @@ def _fmt(v: Any, spec: str) -> str:
 
 def render(sc: Scenario, rows: list[dict[str, Any]]) -> str:
     head = (f"{'crawler':<8} {'pages':>7} {'wall s':>7} {'pages/s':>8} {'span s':>7} {'span p/s':>8} "
-            f"{'% ceil':>6} {'CPU s/1k':>9} "
+            f"{'% ceil':>6} {'req/s':>7} {'% key ceil':>10} {'CPU s/1k':>9} "
             f"{'RSS MB':>7} {'violations':>10} {'speed x':>8} {'CPU x':>6}  status")
     lines = [sc.describe(), head, "-" * len(head)]
     for r in rows:
@@ -175,7 +183,8 @@ def render(sc: Scenario, rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"{r['crawler']:<8} {r['pages']:>7} {r['wall_s']:>7.1f} {r['pages_per_s']:>8.1f} "
             f"{r['fetch_span_s']:>7.1f} {r['pages_per_s_span']:>8.1f} "
-            f"{_fmt(r.get('ceiling_pct'), '.1f'):>6} {_fmt(r['cpu_s_per_1k'], '.2f'):>9} "
+            f"{_fmt(r.get('ceiling_pct'), '.1f'):>6} {r['requests_per_s']:>7.1f} "
+            f"{_fmt(r.get('key_ceiling_pct'), '.1f'):>10} {_fmt(r['cpu_s_per_1k'], '.2f'):>9} "
             f"{r['peak_rss_mb']:>7.0f} {r['violations']:>10} {_fmt(r.get('courtly_speed_x'), '.2f'):>8} "
             f"{_fmt(r.get('courtly_cpu_x'), '.2f'):>6}  {r['status']}")
     for r in rows:

@@ -197,11 +197,13 @@ class Verdict:
     rules: dict[str, int] = field(default_factory=dict)  # violations per rule
     host_rules: dict[str, int] = field(default_factory=dict)  # key_* violations keyed by host name, not domain
     report: Any = None  # the CheckReport, for render()
+    keys: int = 0  # politeness keys (registered domains) of the web's hosts: keys / delay bounds requests/s
 
 
 def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_concurrency: int,
                    token: str = "courtly") -> Verdict:
     """Pages and politeness violations from the server's request log (see the module doc)."""
+    from courtly.core.urls import registered_domain
     from courtly.sim.check import CheckParams, check_key_politeness, check_log
     from courtly.sim.manifest import web_from_manifest
     from courtly.sim.reqlog import load_log
@@ -227,7 +229,9 @@ def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_conc
     per_host = check_key_politeness(records, model, CheckParams(delay_s_min=delay_s), _host_key)
     host_rules = Counter(v.rule for v in per_host)
     return Verdict(pages=kinds["page"], requests=len(records), by_kind=dict(kinds),
-                   span_s=float(report.stats.get("span_s", 0.0)), violations=len(report.violations), rules=dict(rules), host_rules=dict(host_rules), report=report)
+                   span_s=float(report.stats.get("span_s", 0.0)), violations=len(report.violations),
+                   rules=dict(rules), host_rules=dict(host_rules), report=report,
+                   keys=len({registered_domain(s.name) for s in model.hosts}))
 
 
 def _host_key(host: str) -> str:
