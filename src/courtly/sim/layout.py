@@ -9,30 +9,28 @@ into the HTML (relative, absolute-path, absolute, protocol-relative, under a
 `<base href>` on some pages), so the reachability walk and the HTML agree by
 construction. Nothing here does I/O or reads the clock.
 
-A `legit_deep` host is a large real site instead (`DeepArchive` numbers its
-pages): after `/` and its category pages come 10 year indexes `/YYYY/`, 120
-month indexes `/YYYY/MM/`, the paginated archive `/archive/page/N/` (20
-articles a page, newest first, a pager with +-1, +-10, +-100, first and
-last), then `deep_pages` articles `/YYYY/MM/DD/<slug>-<id>.html` dated
-evenly over 2014-2023 (always past). Every article is three links from `/`.
+A `legit_deep` host is a large real site instead: its pages, paths and
+links are sim/deep's (`DeepArchive`). `Resource`, `PageLinks` and the href
+forms are sim/resource's.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
-from datetime import date
 from typing import TYPE_CHECKING
 
 from courtly.sim.hashing import h, mix, rng
+from courtly.sim.deep import ARCHIVE_PAGE_SIZE, DeepArchive, deep_links, deep_path, resolve_deep
+from courtly.sim.resource import PageLinks, Resource, href_in_form, relative_href
 from courtly.sim.robotsfile import robots_hops
 from courtly.sim.webconfig import HOSTILE_BODIES, TRAPS
 
 if TYPE_CHECKING:
     from courtly.sim.model import HostSpec, SimWeb
 
-__all__ = ["HostLayout", "Resource", "PageLinks", "DeepArchive", "TRAP_ENTRIES", "bait_urls", "bait_redirects"]
+__all__ = ["HostLayout", "Resource", "PageLinks", "DeepArchive", "TRAP_ENTRIES", "ARCHIVE_PAGE_SIZE",
+           "bait_urls", "bait_redirects", "relative_href"]
 
 SECTION_POOL = ("news", "blog", "docs", "products", "about", "archive", "events", "guides")
 TRAP_ENTRIES = {
@@ -69,15 +67,6 @@ _RX_SHOP = re.compile(r"^/shop/item-(\d)\.html$")
 _RX_SID = re.compile(r"^s=([0-9a-f]{32})$")
 _RX_REPEAT = re.compile(r"^/repeat/((?:[ab]/)+)$")
 _RX_DEEP = re.compile(r"^/deep/((?:\d+/)+)$")
-_RX_CATEGORY = re.compile(r"^/category/([a-z]+)/$")
-_RX_YEAR = re.compile(r"^/(\d{4})/$")
-_RX_MONTH = re.compile(r"^/(\d{4})/(\d{2})/$")
-_RX_ARCHIVE = re.compile(r"^/archive/page/(\d{1,6})/$")
-_RX_DATED = re.compile(r"^/(\d{4})/(\d{2})/(\d{2})/[a-z]+-(\d{1,7})\.html$")
-DEEP_FIRST_YEAR, DEEP_YEARS = 2014, 10
-_DEEP_DAY0 = date(DEEP_FIRST_YEAR, 1, 1).toordinal()
-_DEEP_SPAN_DAYS = date(DEEP_FIRST_YEAR + DEEP_YEARS, 1, 1).toordinal() - _DEEP_DAY0
-ARCHIVE_PAGE_SIZE = 20
 
 
 def bait_urls(port: int) -> list[str]:
@@ -110,79 +99,6 @@ def bait_redirects(port: int) -> list[str]:
     return [t.format(port=port) for t in BAIT_REDIRECT_TEMPLATES]
 
 
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """What a request target is. kind: page | extra | pdf | redirect | robots_body |
-    trap | hostile | sitemap | feed | soft404 | not_found."""
-
-    kind: str
-    page: int = -1
-    variant: str = ""
-    status: int = 200
-    location_host: str = ""  # redirect to this served host ...
-    location: str = ""  # ... and this path; or, with no host, an absolute URL ({port} filled)
-    tag: str | None = None
-
-
-@dataclass(slots=True)
-class PageLinks:
-    """The link-bearing parts of a page, as written in its HTML."""
-
-    base_href: str | None
-    canonical: str
-    links: list[tuple[str, str, bool]] = field(default_factory=list)  # (href, text, nofollow)
-    noindex: bool = False
-    nofollow: bool = False
-    feeds: bool = False
-
-
-class DeepArchive:
-    """Page ids of a legit_deep host with `n_sections` categories and `n`
-    articles: 0 home, 1..C categories, then years, months, archive pages and
-    articles (oldest first; article i is dated day0 + i * span // n)."""
-
-    def __init__(self, n_sections: int, n: int) -> None:
-        self.n = n
-        self.first_year = 1 + n_sections
-        self.first_month = self.first_year + DEEP_YEARS
-        self.first_archive = self.first_month + 12 * DEEP_YEARS
-        self.archive_pages = -(-n // ARCHIVE_PAGE_SIZE)
-        self.first_article = self.first_archive + self.archive_pages
-
-    def kind_of(self, k: int) -> tuple[str, int]:
-        """("home" | "category" | "year" | "month" | "archive" | "article", index from 0)."""
-        for kind, first in (("article", self.first_article), ("archive", self.first_archive),
-                            ("month", self.first_month), ("year", self.first_year), ("category", 1)):
-            if k >= first:
-                return kind, k - first
-        return "home", 0
-
-    def date_of(self, i: int) -> date:
-        return date.fromordinal(_DEEP_DAY0 + i * _DEEP_SPAN_DAYS // self.n)
-
-    def month_articles(self, mi: int) -> range:
-        """Articles (indexes) dated in month `mi` (0 = January of the first year)."""
-        def first_at(month: int) -> int:
-            y, m = divmod(month, 12)
-            day = date(DEEP_FIRST_YEAR + y, m + 1, 1).toordinal() - _DEEP_DAY0 if y < DEEP_YEARS else _DEEP_SPAN_DAYS
-            return -(-day * self.n // _DEEP_SPAN_DAYS)
-        return range(first_at(mi), first_at(mi + 1))
-
-    def archive_articles(self, page: int) -> range:
-        """Articles (indexes, newest first) on archive page `page` (from 0)."""
-        top = self.n - 1 - ARCHIVE_PAGE_SIZE * page
-        return range(top, max(-1, top - ARCHIVE_PAGE_SIZE), -1)
-
-    def pager(self, page: int) -> list[int]:
-        """Archive pages (from 0) a page links: first, -+1, -+10, -+100, last."""
-        last = self.archive_pages - 1
-        out: list[int] = []
-        for p in (0, page - 1, page + 1, page - 10, page + 10, page - 100, page + 100, last):
-            if 0 <= p <= last and p != page and p not in out:
-                out.append(p)
-        return out
-
-
 class HostLayout:
     """Paths and links of one host; immutable once built."""
 
@@ -213,7 +129,7 @@ class HostLayout:
 
     def path_of(self, k: int) -> str:
         if self.deep is not None:
-            return self._deep_path(k)
+            return deep_path(self, k)
         if k == 0:
             return "/"
         if k < self.first_article:
@@ -249,8 +165,8 @@ class HostLayout:
         if len(target) > TARGET_LENGTH_MAX:
             return Resource("not_found", status=414)
         path, _, query = target.partition("?")
-        pages = self._resolve_page if self.deep is None else self._resolve_deep
-        found = pages(path, query) or self._resolve_special(path, query)
+        found = (self._resolve_page(path, query) if self.deep is None else resolve_deep(self, path, query)) \
+            or self._resolve_special(path, query)
         if found is not None:
             return found
         if self.spec.has("soft404"):
@@ -362,7 +278,7 @@ class HostLayout:
     def links(self, k: int, variant: str, port: int) -> PageLinks:
         """The hrefs of page k (variant "", dup, near_*, print, hidden, orphan)."""
         if self.deep is not None:
-            return self._deep_links(k, port)
+            return deep_links(self, k, port)
         spec = self.spec
         own = self.path_of(k)
         if variant == "dup" or variant == "print":
@@ -385,7 +301,7 @@ class HostLayout:
         add = out.links.append
 
         def href(path: str, form: str, host: str | None = None) -> str:
-            return _href(spec.name, port, base_dir, path, form, host)
+            return href_in_form(spec.name, port, base_dir, path, form, host)
 
         forms = ("rel", "abs_path", "abs", "proto")
         nav = [("/", "Home")] + [(f"/{s}/", s.title()) for s in self.sections]
@@ -493,128 +409,6 @@ class HostLayout:
         return []
 
 
-    # ---- legit_deep ------------------------------------------------------
-
-    def _deep_path(self, k: int) -> str:
-        d = self.deep
-        assert d is not None
-        kind, i = d.kind_of(k)
-        if kind == "home":
-            return "/"
-        if kind == "category":
-            return f"/category/{self.sections[i]}/"
-        if kind == "year":
-            return f"/{DEEP_FIRST_YEAR + i}/"
-        if kind == "month":
-            return f"/{DEEP_FIRST_YEAR + i // 12}/{i % 12 + 1:02d}/"
-        if kind == "archive":
-            return f"/archive/page/{i + 1}/"
-        day = d.date_of(i)
-        return f"/{day.year}/{day.month:02d}/{day.day:02d}/{self.slug(k)}-{k}.html"
-
-    def _resolve_deep(self, path: str, query: str) -> Resource | None:
-        d = self.deep
-        assert d is not None
-        if query:
-            return None
-        k = -1
-        if path == "/":
-            k = 0
-        elif m := _RX_DATED.match(path):
-            k = int(m.group(4)) if int(m.group(4)) in self.articles else -1
-        elif m := _RX_MONTH.match(path):
-            y, mo = int(m.group(1)) - DEEP_FIRST_YEAR, int(m.group(2))
-            k = d.first_month + 12 * y + mo - 1 if 0 <= y < DEEP_YEARS and 1 <= mo <= 12 else -1
-        elif m := _RX_YEAR.match(path):
-            y = int(m.group(1)) - DEEP_FIRST_YEAR
-            k = d.first_year + y if 0 <= y < DEEP_YEARS else -1
-        elif m := _RX_ARCHIVE.match(path):
-            n = int(m.group(1))
-            k = d.first_archive + n - 1 if 1 <= n <= d.archive_pages else -1
-        elif (m := _RX_CATEGORY.match(path)) and m.group(1) in self.sections:
-            k = 1 + self.sections.index(m.group(1))
-        return Resource("page", k) if k >= 0 and self.path_of(k) == path else None
-
-    def _deep_links(self, k: int, port: int) -> PageLinks:
-        """Links of a legit_deep page: nav (home, categories), then by kind."""
-        d, spec, words = self.deep, self.spec, self.web.vocab
-        assert d is not None
-        own = self.path_of(k)
-        base_dir = own.rsplit("/", 1)[0] + "/"
-        out = PageLinks(None, f"http://{spec.name}:{port}{own}")
-        r = random.Random(mix(spec.key ^ 0xDEE9, k))
-        forms = ("rel", "abs_path", "abs", "proto")
-
-        def add(target: int, text: str | None = None, form: str | None = None) -> None:
-            path = self.path_of(target)
-            out.links.append((_href(spec.name, port, base_dir, path, form or r.choice(forms)),
-                              text or words[target % len(words)], False))
-
-        for target in range(1 + len(self.sections)):
-            add(target, "Home" if target == 0 else self.sections[target - 1].title(), "abs_path")
-        first, n = d.first_article, d.n
-        kind, i = d.kind_of(k)
-        if kind == "home":
-            for a in range(n - 1, n - 11, -1):
-                add(first + a)
-            add(d.first_archive, "Archive")
-            for y in range(DEEP_YEARS - 1, -1, -1):
-                add(d.first_year + y, str(DEEP_FIRST_YEAR + y))
-        elif kind == "category":
-            c = len(self.sections)
-            newest = n - 1 - (n - 1 - i) % c
-            for a in range(newest, max(-1, newest - ARCHIVE_PAGE_SIZE * c), -c):
-                add(first + a)
-            add(d.first_archive, "Archive")
-        elif kind == "year":
-            for y in (i - 1, i + 1):
-                if 0 <= y < DEEP_YEARS:
-                    add(d.first_year + y, str(DEEP_FIRST_YEAR + y))
-            for mo in range(12):
-                add(d.first_month + 12 * i + mo)
-        elif kind == "month":
-            add(d.first_year + i // 12, str(DEEP_FIRST_YEAR + i // 12))
-            for mo in (i - 1, i + 1):
-                if 0 <= mo < 12 * DEEP_YEARS:
-                    add(d.first_month + mo)
-            for a in d.month_articles(i):
-                add(first + a)
-        elif kind == "archive":
-            for a in d.archive_articles(i):
-                add(first + a)
-            for p in d.pager(i):
-                add(d.first_archive + p, str(p + 1))
-        else:
-            day = d.date_of(i)
-            add(d.first_year + day.year - DEEP_FIRST_YEAR, str(day.year))
-            add(d.first_month + 12 * (day.year - DEEP_FIRST_YEAR) + day.month - 1)
-            add(1 + self.sections.index(self.section_of(k)))
-            for a in (i - 1, i + 1, *(r.randrange(n) for _ in range(4))):
-                if 0 <= a < n and a != i:
-                    add(first + a)
-            if r.random() < 0.3:
-                other = self.web.hosts[r.randrange(len(self.web.hosts))]
-                lay = self.web.layout(other.name)
-                a = lay.articles[r.randrange(len(lay.articles))]
-                path = lay.path_of(a)
-                out.links.append((_href(spec.name, port, base_dir, path, r.choice(("abs", "proto")), other.name),
-                                  other.name, False))
-        return out
-
-
-def _href(name: str, port: int, base_dir: str, path: str, form: str, host: str | None = None) -> str:
-    """`path` on host `name` (or `host`) written as form rel, abs_path, abs or proto."""
-    if host is not None and host != name:
-        return f"//{host}:{port}{path}" if form == "proto" else f"http://{host}:{port}{path}"
-    if form == "abs":
-        return f"http://{name}:{port}{path}"
-    if form == "proto":
-        return f"//{name}:{port}{path}"
-    if form == "rel":
-        return relative_href(base_dir, path)
-    return path
-
-
 def _is_trap_target(trap: str, path: str, query: str) -> bool:
     if trap == "trap_calendar":
         m = _RX_CAL.match(path)
@@ -634,25 +428,3 @@ def _is_trap_target(trap: str, path: str, query: str) -> bool:
     if trap == "trap_deep":
         return bool(_RX_DEEP.match(path)) and not query
     return False
-
-
-def relative_href(base_dir: str, target: str) -> str:
-    """The relative reference that resolves to absolute path `target` from `base_dir`."""
-    path, sep, query = target.partition("?")
-    cut = path.rfind("/") + 1
-    tdir, name = path[:cut], path[cut:]
-    if tdir == base_dir:
-        out = name
-    elif tdir.startswith(base_dir):
-        out = tdir[len(base_dir):] + name
-    else:
-        a, b = base_dir.strip("/").split("/"), tdir.strip("/").split("/")
-        a = [] if a == [""] else a
-        b = [] if b == [""] else b
-        common = 0
-        while common < min(len(a), len(b)) and a[common] == b[common]:
-            common += 1
-        out = "../" * (len(a) - common) + "".join(x + "/" for x in b[common:]) + name
-    if not out:
-        out = "./"
-    return out + (sep + query if sep else "")
