@@ -1,0 +1,219 @@
+"""What many workers share through PostgresStore besides the crawl data:
+registration and heartbeats, partition leases on the database clock, picking
+up new work (`adopt`, `claim_new`), per-IP limits across workers, queue
+state and housekeeping. A mixin of `PostgresStore` (shell/store/postgres.py,
+whose module doc describes the protocol); it uses the store's `_one`,
+`_conn` and `_fence`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+import asyncpg
+
+from courtly.core.lease import LeaseRecord
+from courtly.shell.store.pg_schema import NOW_SQL as _NOW
+from courtly.shell.store.sqlite import StoreError
+
+__all__ = ["ClusterMixin", "RETRIES", "RETRYABLE"]
+
+RETRIES = 5                 # deadlock / serialization failure retries
+RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+
+
+class ClusterMixin:
+    """Workers, leases, work pick-up and per-IP limits of a PostgresStore."""
+
+    # set by PostgresStore, like the `_one`, `_conn` and `_fence` used below
+    statements: int
+    ip_busy_wait_s: float
+    _ip_tokens: dict[str, list[float]]
+    # ---- workers and leases (database clock) --------------------------------------------------
+
+    async def register(self, worker_id: str) -> float:
+        """Record a live worker; returns the database time."""
+        return await self._one("fetchval",
+                               f"INSERT INTO workers VALUES ($1, {_NOW}, {_NOW}) ON CONFLICT (id) DO UPDATE"
+                               " SET started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at"
+                               " RETURNING heartbeat_at", worker_id)
+
+    async def heartbeat(self, worker_id: str) -> float:
+        """Refresh the worker's heartbeat (re-registers it if it was pruned)."""
+        return await self._one("fetchval",
+                               f"INSERT INTO workers VALUES ($1, {_NOW}, {_NOW}) ON CONFLICT (id) DO UPDATE"
+                               " SET heartbeat_at = excluded.heartbeat_at RETURNING heartbeat_at", worker_id)
+
+    async def deregister(self, worker_id: str) -> None:
+        await self._one("execute", "DELETE FROM workers WHERE id = $1", worker_id)
+
+    async def live_workers(self, ttl_s: float) -> list[str]:
+        rows = await self._one("fetch", f"SELECT id FROM workers WHERE heartbeat_at > {_NOW} - $1"
+                               " ORDER BY id", ttl_s)
+        return [r[0] for r in rows]
+
+    async def db_now(self) -> float:
+        return await self._one("fetchval", f"SELECT {_NOW}")
+
+    async def acquire(self, partition: int, worker_id: str, ttl_s: float) -> int | None:
+        """Take a free or expired partition: returns the new epoch, or None."""
+        got = await self.acquire_many([partition], worker_id, ttl_s)
+        return got.get(partition)
+
+    async def acquire_many(self, partitions: Iterable[int], worker_id: str, ttl_s: float) -> dict[int, int]:
+        """`acquire` for several partitions in one statement: partition -> epoch
+        for those granted. The FOR UPDATE waits for in-flight fenced batches."""
+        ids = sorted(set(partitions))
+        for attempt in range(RETRIES):
+            try:
+                rows = await self._one("fetch", (
+                    "WITH cur AS (SELECT id FROM partitions WHERE id = ANY($1::int[]) ORDER BY id FOR UPDATE)"
+                    f" UPDATE partitions p SET owner = $2, epoch = p.epoch + 1, lease_until = {_NOW} + $3"
+                    f" FROM cur WHERE p.id = cur.id AND (p.owner IS NULL OR p.lease_until <= {_NOW})"
+                    " RETURNING p.id, p.epoch"), ids, worker_id, ttl_s)
+                return {r["id"]: r["epoch"] for r in rows}
+            except RETRYABLE:
+                await asyncio.sleep(0.01 * (attempt + 1))
+        return {}
+
+    async def renew(self, partition: int, worker_id: str, epoch: int, ttl_s: float) -> bool:
+        """Extend a lease we hold at `epoch` that has not expired; never revives."""
+        return partition in await self.renew_many(worker_id, {partition: epoch}, ttl_s)
+
+    async def renew_many(self, worker_id: str, partition_epochs: Mapping[int, int], ttl_s: float) -> set[int]:
+        """`renew` for all held partitions in one statement; returns those renewed."""
+        items = sorted(partition_epochs.items())
+        rows = await self._one("fetch", (
+            f"UPDATE partitions p SET lease_until = greatest(p.lease_until, {_NOW} + $4)"
+            " FROM unnest($1::int[], $2::int8[]) AS t(id, epoch)"
+            f" WHERE p.id = t.id AND p.epoch = t.epoch AND p.owner = $3 AND p.lease_until > {_NOW}"
+            " RETURNING p.id"), [p for p, _ in items], [e for _, e in items], worker_id, ttl_s)
+        return {r[0] for r in rows}
+
+    async def release(self, partition: int, worker_id: str, epoch: int) -> bool:
+        """Give a partition up now (after its fetching stopped and its batch committed)."""
+        return partition in await self.release_many(worker_id, {partition: epoch})
+
+    async def release_many(self, worker_id: str, partition_epochs: Mapping[int, int]) -> set[int]:
+        items = sorted(partition_epochs.items())
+        rows = await self._one("fetch", (
+            "UPDATE partitions p SET owner = NULL, lease_until = 0 FROM unnest($1::int[], $2::int8[])"
+            " AS t(id, epoch) WHERE p.id = t.id AND p.epoch = t.epoch AND p.owner = $3 RETURNING p.id"),
+            [p for p, _ in items], [e for _, e in items], worker_id)
+        return {r[0] for r in rows}
+
+    async def leases(self) -> list[LeaseRecord]:
+        rows = await self._one("fetch", "SELECT id, owner, epoch, lease_until FROM partitions ORDER BY id")
+        return [LeaseRecord(r["id"], r["owner"], r["epoch"], r["lease_until"]) for r in rows]
+
+    # ---- picking up work ---------------------------------------------------------------------
+
+    async def adopt(self, partition: int, epoch: int) -> int:
+        """Right after acquiring: rebuild the partition's inbox from its queued URLs
+        (one snapshot, so nothing is lost or doubled). Returns how many."""
+        for attempt in range(RETRIES):
+            try:
+                async with self._conn() as conn:
+                    async with conn.transaction(isolation="repeatable_read"):
+                        await self._fence(conn, {partition}, {partition: epoch})
+                        await conn.execute("DELETE FROM inbox WHERE partition = $1", partition)
+                        status = await conn.execute(
+                            "INSERT INTO inbox (partition, url) SELECT partition, url FROM urls"
+                            " WHERE partition = $1 AND state = 'queued' ORDER BY band, discovered_at",
+                            partition)
+                    self.statements += 5
+                    return int(status.split()[-1])
+            except RETRYABLE:
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise StoreError(f"could not adopt partition {partition}: too many conflicts")
+
+    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[tuple]:
+        """Take up to `limit` new queued URLs of the held partitions from the inbox:
+        (url, key, band, depth, redirects, via, attempts) like `iter_queued`.
+        Fenced: a partition whose epoch moved yields nothing."""
+        items = sorted(partition_epochs.items())
+        if not items or limit <= 0:
+            return []
+        rows = await self._one("fetch", """
+            WITH ok AS (
+                SELECT p.id FROM partitions p JOIN unnest($1::int[], $2::int8[]) AS t(id, epoch)
+                    ON p.id = t.id AND p.epoch = t.epoch ORDER BY p.id FOR KEY SHARE OF p
+            ), picked AS (
+                SELECT i.id FROM inbox i WHERE i.partition IN (SELECT id FROM ok)
+                 LIMIT $3 FOR UPDATE SKIP LOCKED
+            ), gone AS (
+                DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url
+            )
+            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts
+              FROM gone JOIN urls u ON u.url = gone.url WHERE u.state = 'queued' ORDER BY gone.id""",
+            [p for p, _ in items], [e for _, e in items], limit)
+        return [tuple(r) for r in rows]
+
+    async def queue_sizes(self) -> dict[int, int]:
+        """partition -> URLs waiting in its inbox (status page)."""
+        rows = await self._one("fetch", "SELECT partition, count(*) FROM inbox GROUP BY partition")
+        return {r[0]: r[1] for r in rows}
+
+    # ---- per-IP limits across workers -----------------------------------------------------------
+
+    async def ip_acquire(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
+                         hold_s: float = 120.0, margin_s: float = 0.01) -> float | None:
+        """Ask for a request slot on `ip`: None when granted (call `ip_release`
+        when the request is over), else seconds to wait before asking again.
+        `now` is the caller's clock (NTP-synced workers) or None for the
+        database's; a slot not released within `hold_s` lapses (dead worker)."""
+        window = int(rate_per_s) if rate_per_s >= 1 else 1
+        span = (1.0 if rate_per_s >= 1 else 1.0 / rate_per_s) + margin_s
+        row = await self._one("fetchrow", "SELECT * FROM courtly_ip_acquire($1, $2, $3, $4, $5, $6)",
+                              ip, now, concurrency_max, window, span, hold_s)
+        if row["granted"]:
+            self._ip_tokens.setdefault(ip, []).append(row["token"])
+            return None
+        return row["wait_s"] if row["wait_s"] is not None else self.ip_busy_wait_s
+
+    async def ip_release(self, ip: str, now: float | None = None) -> None:
+        """Give back one slot this store granted on `ip` (one statement); the
+        window counts the request from `now`, its completion (None: the
+        database's clock)."""
+        tokens = self._ip_tokens.get(ip)
+        if not tokens:
+            return
+        token = tokens.pop()
+        if not tokens:
+            del self._ip_tokens[ip]
+        await self._one("execute", "SELECT courtly_ip_release($1, $2, $3)", ip, token, now)
+
+    async def queue_state(self) -> tuple[bool, bool]:
+        """(any URL at all, any URL still queued). A URL stays queued until the
+        batch that fetched or decided it commits, so (True, False) means done."""
+        row = await self._one("fetchrow", "SELECT EXISTS (SELECT 1 FROM urls),"
+                              " EXISTS (SELECT 1 FROM urls WHERE state = 'queued')")
+        return bool(row[0]), bool(row[1])
+
+    async def queued_partitions(self, partitions: Iterable[int]) -> dict[int, str]:
+        """Of `partitions`, those with a queued URL, each with one such URL
+        (index urls_queued)."""
+        rows = await self._one("fetch", "SELECT DISTINCT ON (partition) partition, url FROM urls"
+                               " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
+        return {r[0]: r[1] for r in rows}
+
+    async def workers(self) -> list[tuple[str, float, float]]:
+        """(worker id, seconds since it started, seconds since its last heartbeat)."""
+        rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at FROM workers"
+                               " ORDER BY id")
+        return [tuple(r) for r in rows]
+
+    async def queued_by_partition(self) -> dict[int, int]:
+        rows = await self._one("fetch", "SELECT partition, count(*) FROM urls WHERE state = 'queued'"
+                               " GROUP BY partition")
+        return {r[0]: r[1] for r in rows}
+
+    async def prune(self, older_than_s: float = 86_400.0) -> None:
+        """Housekeeping (one worker, now and then): forget batch ids, dead workers
+        and idle IP rows older than `older_than_s` (database clock)."""
+        async with self._conn() as conn:
+            for sql in ("DELETE FROM applied_batches WHERE at < {now} - $1",
+                        "DELETE FROM workers WHERE heartbeat_at < {now} - $1",
+                        "DELETE FROM ip_limits WHERE updated_at < {now} - $1 AND cardinality(flights) = 0"):
+                self.statements += 1
+                await conn.execute(sql.format(now=_NOW), older_than_s)
