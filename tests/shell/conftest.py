@@ -7,3 +7,7 @@ from pathlib import Path
 _TESTS = str(Path(__file__).resolve().parents[1])
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+
+from pg_support import pg_fixture  # noqa: E402
+
+postgres = pg_fixture()   # one throwaway PostgreSQL for the session, shared by the store tests
