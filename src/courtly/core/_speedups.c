@@ -22,6 +22,8 @@
  *
  * words(data) -> bytes: the words simhash() reads, one space apart (tests).
  * collapse(text) -> str: " ".join(text.split()), exactly (maintext).
+ * attr_values(text, name) -> list[str]: maintext's raw scan of class/id
+ *   attribute values, exactly as its regex (maintext._attr_values_py).
  * xxh64(data) -> int: XXH64, seed 0 (tests).
  *
  * Pure: no I/O, no global state after import; the GIL is released while
@@ -447,6 +449,145 @@ static PyObject *speedups_collapse(PyObject *self, PyObject *obj)
     return result;
 }
 
+/* attr_values(text, name) -> list[str]: what maintext's class/id scan
+ * reads, exactly: the values of the matches of the regex
+ *     name\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))
+ * found by re.finditer over `text` (leftmost, non-overlapping, case-sensitive;
+ * \s is Py_UNICODE_ISSPACE as in re's str patterns), keeping only the matches
+ * whose preceding character is one of  \t\n\r\f"'/  (a match at 0 is not
+ * kept: "data-id=", "grid=" are no id). `name` is ASCII. Linear: a failed
+ * quoted match scans to the next quote of its kind, which only the last
+ * such quote of the text can fail to find; see find_name for the rest. */
+static int attr_name_before(Py_UCS4 ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '"' || ch == '\'' || ch == '/';
+}
+
+/* The start of the next match candidate at or after `pos`: a `name`
+ * followed by whitespace and '='. The search goes by '=' (rare in text,
+ * memchr on 1-byte strings) and looks back over whitespace for `name`:
+ * each '=' has at most one candidate, and candidates come in the order of
+ * their '=', so this finds the regex's leftmost match start among those not
+ * before `pos`. *eq receives the position of the '='. */
+static Py_ssize_t find_name(int kind, const void *data, Py_ssize_t len, const char *name, Py_ssize_t nlen,
+                            Py_ssize_t pos, Py_ssize_t *eq)
+{
+    for (Py_ssize_t e = pos + nlen; e < len; e++) {
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const unsigned char *base = (const unsigned char *)data;
+            const unsigned char *hit = memchr(base + e, '=', (size_t)(len - e));
+            if (hit == NULL)
+                return -1;
+            e = (Py_ssize_t)(hit - base);
+        } else if (PyUnicode_READ(kind, data, e) != '=') {
+            continue;
+        }
+        Py_ssize_t p = e;
+        while (p > pos && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, p - 1)))
+            p--;
+        Py_ssize_t at = p - nlen, k = 0;
+        if (at < pos)
+            continue;
+        while (k < nlen && PyUnicode_READ(kind, data, at + k) == (Py_UCS4)(unsigned char)name[k])
+            k++;
+        if (k == nlen) {
+            *eq = e;
+            return at;
+        }
+    }
+    return -1;
+}
+
+/* The match of the attribute pattern whose '=' is at `j`: 1 with the
+ * value in [*vs, *ve) and the match's end in *end, or 0. */
+static int attr_match(int kind, const void *data, Py_ssize_t len, Py_ssize_t j, Py_ssize_t *vs, Py_ssize_t *ve,
+                      Py_ssize_t *end)
+{
+    j++; /* the '=' */
+    while (j < len && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+        j++;
+    if (j >= len)
+        return 0;
+    Py_UCS4 c = PyUnicode_READ(kind, data, j);
+    if (c == '"' || c == '\'') {
+        Py_ssize_t q = j + 1;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const unsigned char *base = (const unsigned char *)data;
+            const unsigned char *hit = memchr(base + q, (int)c, (size_t)(len - q));
+            q = hit == NULL ? len : (Py_ssize_t)(hit - base);
+        } else {
+            while (q < len && PyUnicode_READ(kind, data, q) != c)
+                q++;
+        }
+        if (q >= len)
+            return 0;
+        *vs = j + 1;
+        *ve = q;
+        *end = q + 1;
+        return 1;
+    }
+    Py_ssize_t k = j;
+    while (k < len) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, k);
+        if (ch == '"' || ch == '\'' || ch == '>' || Py_UNICODE_ISSPACE(ch))
+            break;
+        k++;
+    }
+    if (k == j)
+        return 0;
+    *vs = j;
+    *ve = k;
+    *end = k;
+    return 1;
+}
+
+static PyObject *speedups_attr_values(PyObject *self, PyObject *args)
+{
+    PyObject *text;
+    const char *name;
+    Py_ssize_t nlen;
+    if (!PyArg_ParseTuple(args, "Us#:attr_values", &text, &name, &nlen))
+        return NULL;
+    if (nlen < 1 || (Py_ssize_t)strlen(name) != nlen) {
+        PyErr_SetString(PyExc_ValueError, "attr_values() needs a non-empty name");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < nlen; k++)
+        if ((unsigned char)name[k] >= 0x80) {
+            PyErr_SetString(PyExc_ValueError, "attr_values() needs an ASCII name");
+            return NULL;
+        }
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    for (;;) {
+        Py_ssize_t eq, vs, ve, end, at = find_name(kind, data, len, name, nlen, pos, &eq);
+        if (at < 0)
+            break;
+        if (!attr_match(kind, data, len, eq, &vs, &ve, &end)) {
+            pos = at + 1;
+            continue;
+        }
+        pos = end;
+        if (at == 0 || !attr_name_before(PyUnicode_READ(kind, data, at - 1)))
+            continue;
+        PyObject *value = PyUnicode_Substring(text, vs, ve);
+        if (value == NULL || PyList_Append(out, value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    return out;
+}
+
 static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
 {
     Py_buffer view;
@@ -463,6 +604,8 @@ static PyMethodDef speedups_methods[] = {
      "leaving out the words equal to one in drop (a tuple of at most 64 UTF-8 bytes)."},
     {"words", speedups_words, METH_O, "words(data) -> bytes: the words simhash() hashes, one space apart."},
     {"collapse", speedups_collapse, METH_O, "collapse(text) -> str: ' '.join(text.split()), exactly."},
+    {"attr_values", speedups_attr_values, METH_VARARGS,
+     "attr_values(text, name) -> list[str]: the values maintext's class/id regex scan keeps (see the source)."},
     {"xxh64", speedups_xxh64, METH_VARARGS, "xxh64(data) -> int: XXH64 of data with seed 0."},
     {NULL, NULL, 0, NULL},
 };

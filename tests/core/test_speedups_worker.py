@@ -1,0 +1,141 @@
+"""The extraction worker's shortcuts against their definitions: the compiled
+class/id scan of `maintext` against its regex, `main_words` (main_text's
+words, whitespace uncollapsed) against `main_text` under both fingerprints,
+on hypothesis inputs and on real pages of the simulated web. Fingerprints
+are stored in crawl databases: these must agree bit for bit."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from courtly.core import maintext
+from courtly.core.fingerprint import simhash64
+from courtly.core.maintext import main_text, main_words
+from courtly.core.soft404 import error_fingerprint
+
+speedups = pytest.importorskip("courtly.core._speedups", reason="C extension not built (no compiler?)")
+
+PROPERTY = settings(max_examples=400, deadline=None, derandomize=True, database=None)
+CT = "text/html; charset=utf-8"
+
+# pieces where the attribute regex is subtle: names inside other names,
+# whitespace of every kind around "=", quotes of both kinds (closed or not),
+# ">" ending an unquoted value, non-ASCII text (2- and 4-byte strings)
+ATTR_PIECES = ["class", "id", "CLASS", "Id", "=", " = ", "==", " ", "\t", "\n", "\f", "\x0b", "\x1c", "\u00a0",
+               "\u2003", "\u3000", '"', "'", ">", "/", "<div ", "data-", "grid", "x", "nav", "ad-slot", "a b",
+               "é", "日", "🙂", "\ud800", "_", "-"]
+attr_texts = st.one_of(
+    st.lists(st.sampled_from(ATTR_PIECES), max_size=60).map("".join),
+    st.text(max_size=200),
+    st.text(alphabet="clasid= \t\"'>/x\u00a0é", max_size=120),
+)
+
+
+def sim_pages(profile: str, hosts: int, per_host: int, seed: int = 3) -> list[tuple[str, bytes]]:
+    """(url, body) of ordinary pages of the simulated web's `profile`."""
+    from courtly.sim.model import SimWeb
+    from courtly.sim.page import render_page
+    from courtly.sim.webconfig import profile_config
+
+    web = SimWeb(profile_config(profile, seed=seed))
+    out = []
+    for name in list(web.manifest(8080, 1_700_000_000.0)["hosts"])[:hosts]:
+        lay = web.layout(name)
+        for path in lay.page_paths()[:per_host]:
+            res = lay.resolve(path)
+            if res.kind == "page":
+                out.append((f"http://{name}:8080{path}", render_page(lay, res.page, res.variant, 0, 8080)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def pages() -> list[tuple[str, bytes]]:
+    return sim_pages("hostile", 12, 8) + sim_pages("bench", 4, 10)
+
+
+@PROPERTY
+@given(attr_texts, st.sampled_from(["class", "id"]))
+def test_native_attribute_scan_is_the_regex_scan(text, name):
+    assert speedups.attr_values(text, name) == maintext._attr_values_py(text, name)
+
+
+def test_native_attribute_scan_edge_cases():
+    cases = ['', 'class="a"', ' class="a"', ' class =\t"a b" ', " class='q'>", ' class=x>y', ' class= >',
+             ' class="open', " class='open", ' class="a" class="b"', ' class=""', ' data-class="n"',
+             ' class="x=y" id=z', ' id = " sp "', ' id\u00a0=\u2003v', '/id=v', '"id=v', 'grid=v',
+             ' class="' * 50, " class=" * 50, ' class = = "a"', ' clas s="a"', ' class="a\u3000nav"']
+    for text in cases:
+        for name in ("class", "id"):
+            assert speedups.attr_values(text, name) == maintext._attr_values_py(text, name), (text, name)
+    with pytest.raises(ValueError):
+        speedups.attr_values("x", "")
+    with pytest.raises(ValueError):
+        speedups.attr_values("x", "é")
+    with pytest.raises(TypeError):
+        speedups.attr_values(b"x", "id")
+
+
+def test_native_attribute_scan_on_sim_pages(pages):
+    for _, body in pages:
+        text = body.decode("utf-8", "replace")
+        for name in ("class", "id"):
+            assert speedups.attr_values(text, name) == maintext._attr_values_py(text, name)
+
+
+def test_main_text_is_the_same_with_the_python_attribute_scan(pages, monkeypatch):
+    bodies = [body for _, body in pages]
+    assert maintext._attr_values is speedups.attr_values
+    native = [main_text(b, CT) for b in bodies]
+    monkeypatch.setattr(maintext, "_attr_values", maintext._attr_values_py)
+    assert [main_text(b, CT) for b in bodies] == native
+    assert sum(map(len, native)) > 10_000
+
+
+def test_whitespace_is_no_word_and_no_case_context_for_every_code_point():
+    """Why `main_words` may leave whitespace uncollapsed: no whitespace
+    character is part of a \\w word, and none is cased or case-ignorable
+    (str.lower()'s final-sigma rule reads across those only)."""
+    for cp in range(sys.maxunicode + 1):
+        s = chr(cp)
+        if not s.isspace():
+            continue
+        assert not (s.isalnum() or s == "_"), hex(cp)
+        assert ("a\u03a3" + s + "b").lower() == "a\u03c2" + s.lower() + "b", hex(cp)  # s ends the word
+        assert ("a" + s + "\u03a3").lower() == "a" + s.lower() + "\u03c3", hex(cp)  # s starts a word
+
+
+HTML_PIECES = ["<main>", "</main>", "<p>", "</p>", "<article>", "</article>", "<div class=nav>", "</div>",
+               "<h1>", "</h1>", "<li>", "word", "Word", "\u03a3\u03bf\u03c6\u03bf\u03a3", " ", "  ", "\n", "\t",
+               "\u00a0", "\u2003", "\u3000", "&nbsp;", "caf\u00e9", "\u65e5\u672c", "<br>", "<span>", "</span>",
+               "x y z w v"]
+
+
+@PROPERTY
+@given(st.lists(st.sampled_from(HTML_PIECES), max_size=80).map("".join))
+def test_main_words_fingerprints_are_main_text_fingerprints(html):
+    body = html.encode("utf-8")
+    text, words = main_text(body, CT), main_words(body, CT)
+    assert simhash64(words) == simhash64(text)
+    assert simhash64(words, shingle=2) == simhash64(text, shingle=2)
+    assert error_fingerprint(words, "http://a.test/word/x") == error_fingerprint(text, "http://a.test/word/x")
+    assert " ".join(words.split()) == " ".join(text.split())
+
+
+def test_main_words_fingerprints_on_sim_pages(pages):
+    for url, body in pages:
+        text, words = main_text(body, CT), main_words(body, CT)
+        assert simhash64(words) == simhash64(text), url
+        assert error_fingerprint(words, url) == error_fingerprint(text, url), url
+        assert " ".join(words.split()) == text or "<main" not in body.decode("utf-8", "replace"), url
+
+
+def test_main_words_past_the_text_cap_is_main_text(monkeypatch):
+    monkeypatch.setattr(maintext, "TEXT_CHARS_MAX", 40)
+    body = ("<main>" + "alpha \n\n beta   " * 20 + "</main>").encode()
+    assert main_words(body, CT) == main_text(body, CT)
+    assert len(main_text(body, CT)) == 40
+    assert main_words(b"\xff" * 10, "image/png") == main_text(b"\xff" * 10, "image/png") == ""
