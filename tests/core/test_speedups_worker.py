@@ -139,3 +139,24 @@ def test_main_words_past_the_text_cap_is_main_text(monkeypatch):
     assert main_words(body, CT) == main_text(body, CT)
     assert len(main_text(body, CT)) == 40
     assert main_words(b"\xff" * 10, "image/png") == main_text(b"\xff" * 10, "image/png") == ""
+
+
+@PROPERTY
+@given(attr_texts, st.sampled_from(["<", "=", "é", "日", "🙂", "\x00"]), st.integers(min_value=-2, max_value=12))
+def test_native_count_over_is_str_count(text, char, limit):
+    assert speedups.count_over(text, char, limit) is (text.count(char) > limit)
+
+
+def test_parse_html_counts_tags_the_same_without_the_extension(monkeypatch):
+    from courtly.core import links
+
+    assert links._count_over is speedups.count_over
+    many = "<p>x</p>" * (links.TAGS_FAST_MAX // 2) + "é<"
+    for text in ("", "<", many, many[:-1], many.encode("utf-8").decode("latin-1")):
+        assert speedups.count_over(text, "<", links.TAGS_FAST_MAX) is links._count_over_py(
+            text, "<", links.TAGS_FAST_MAX)
+    body = ("<div>" * (links.TAGS_FAST_MAX + 10) + '<a href="/x">x</a>').encode()
+    native = links.parse_html(body, "text/html")
+    monkeypatch.setattr(links, "_count_over", links._count_over_py)
+    fallback = links.parse_html(body, "text/html")
+    assert native.flat and fallback.flat and native.error == fallback.error

@@ -22,6 +22,7 @@
  *
  * words(data) -> bytes: the words simhash() reads, one space apart (tests).
  * collapse(text) -> str: " ".join(text.split()), exactly (maintext).
+ * count_over(text, ch, limit) -> bool: text.count(ch) > limit (links).
  * attr_values(text, name) -> list[str]: maintext's raw scan of class/id
  *   attribute values, exactly as its regex (maintext._attr_values_py).
  * xxh64(data) -> int: XXH64, seed 0 (tests).
@@ -588,6 +589,36 @@ static PyObject *speedups_attr_values(PyObject *self, PyObject *args)
     return out;
 }
 
+/* count_over(text, ch, limit) -> bool: text.count(ch) > limit, stopping
+ * at the first one past `limit` (memchr on 1-byte strings: ~1 us instead
+ * of str.count's ~9 us on a 31 KB page whose '<' are sparse). */
+static PyObject *speedups_count_over(PyObject *self, PyObject *args)
+{
+    PyObject *text;
+    int ch;
+    Py_ssize_t limit, seen = 0;
+    if (!PyArg_ParseTuple(args, "UCn:count_over", &text, &ch, &limit))
+        return NULL;
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        if (ch < 0x100) {
+            const unsigned char *p = (const unsigned char *)data, *end = p + len;
+            while (seen <= limit && (p = memchr(p, ch, (size_t)(end - p))) != NULL) {
+                seen++;
+                p++;
+            }
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < len && seen <= limit; i++)
+            seen += PyUnicode_READ(kind, data, i) == (Py_UCS4)ch;
+    }
+    return PyBool_FromLong(seen > limit);
+}
+
 static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
 {
     Py_buffer view;
@@ -606,6 +637,8 @@ static PyMethodDef speedups_methods[] = {
     {"collapse", speedups_collapse, METH_O, "collapse(text) -> str: ' '.join(text.split()), exactly."},
     {"attr_values", speedups_attr_values, METH_VARARGS,
      "attr_values(text, name) -> list[str]: the values maintext's class/id regex scan keeps (see the source)."},
+    {"count_over", speedups_count_over, METH_VARARGS,
+     "count_over(text, ch, limit) -> bool: text.count(ch) > limit, exactly."},
     {"xxh64", speedups_xxh64, METH_VARARGS, "xxh64(data) -> int: XXH64 of data with seed 0."},
     {NULL, NULL, 0, NULL},
 };
