@@ -160,3 +160,20 @@ def test_parse_html_counts_tags_the_same_without_the_extension(monkeypatch):
     monkeypatch.setattr(links, "_count_over", links._count_over_py)
     fallback = links.parse_html(body, "text/html")
     assert native.flat and fallback.flat and native.error == fallback.error
+
+
+def test_native_simhash_across_hash_batches_and_counter_flushes():
+    """Shingle counts around the C code's batch of 128 hashes and its
+    flush of the 8-bit vote lanes (before 255 votes), where an off-by-one
+    would show; one word repeated makes every vote the same (a lane full)."""
+    import random
+
+    from courtly.core.fingerprint import simhash64_py
+
+    r = random.Random(8)
+    vocabulary = [f"w{r.randrange(10**6)}" for _ in range(200)]
+    for n in (1, 2, 127, 128, 129, 130, 253, 254, 255, 256, 257, 383, 384, 385, 511, 512, 513, 1000):
+        words = [r.choice(vocabulary) for _ in range(n)]
+        for text in (" ".join(words), " ".join(["same"] * n)):
+            for shingle in (1, 3):
+                assert simhash64(text, shingle=shingle) == simhash64_py(text, shingle=shingle), (n, shingle)

@@ -170,13 +170,24 @@ static void votes_flush(Votes *v)
     v->pending = 0;
 }
 
-static inline void votes_add(Votes *v, uint64_t h)
+/* The votes of each of hashes[0:count], count <= HASH_BATCH. Hashing a
+ * batch first and voting after keeps each loop small: the accumulators stay
+ * in registers (the vote vectorises) and the hashes of successive shingles
+ * overlap in the CPU. */
+#define HASH_BATCH 128
+
+static void votes_add_all(Votes *v, const uint64_t *hashes, size_t count)
 {
     const uint64_t ones = 0x0101010101010101ULL;
-    for (int k = 0; k < 8; k++)
-        v->acc[k] += (h >> k) & ones;
-    if (++v->pending == 255)
+    if (v->pending + count >= 255)
         votes_flush(v);
+    uint64_t acc[8];
+    memcpy(acc, v->acc, sizeof acc);
+    for (size_t i = 0; i < count; i++)
+        for (int k = 0; k < 8; k++)
+            acc[k] += (hashes[i] >> k) & ones;
+    memcpy(v->acc, acc, sizeof acc);
+    v->pending += (unsigned)count;
 }
 
 /* Copy the words of data[0:len] into buf (lowercased, one space between
@@ -211,11 +222,16 @@ static uint64_t simhash_words(const unsigned char *buf, size_t buf_len, const ui
         return 0;
     size_t grams = n <= shingle ? 1 : n - shingle + 1;
     Votes v;
+    uint64_t hashes[HASH_BATCH];
     memset(&v, 0, sizeof v);
-    for (size_t i = 0; i < grams; i++) {
-        size_t last = i + shingle; /* first word after the shingle */
-        size_t stop = last >= n ? buf_len : (size_t)starts[last] - 1;
-        votes_add(&v, xxh64(buf + starts[i], stop - starts[i]));
+    for (size_t i = 0; i < grams; i += HASH_BATCH) {
+        size_t batch = grams - i < HASH_BATCH ? grams - i : HASH_BATCH;
+        for (size_t b = 0; b < batch; b++) {
+            size_t last = i + b + shingle; /* first word after the shingle */
+            size_t stop = last >= n ? buf_len : (size_t)starts[last] - 1;
+            hashes[b] = xxh64(buf + starts[i + b], stop - starts[i + b]);
+        }
+        votes_add_all(&v, hashes, batch);
     }
     votes_flush(&v);
     uint64_t fp = 0;
