@@ -177,3 +177,118 @@ def test_native_simhash_across_hash_batches_and_counter_flushes():
         for text in (" ".join(words), " ".join(["same"] * n)):
             for shingle in (1, 3):
                 assert simhash64(text, shingle=shingle) == simhash64_py(text, shingle=shingle), (n, shingle)
+
+
+# -- the compiled anchor scan (links._extract with _speedups.link_anchors) ----
+
+LINK_BASES = ["http://a.test/dir/page.html", "http://a.test", "https://a.test:8443/x/y/", "http://a.test/a/./b/c",
+              "http://a.test/d e/f.html", "HTTP://A.test/A/", "http://a.test//x", "ftp://a.test/x",
+              "http://a.test/a\\b", "relative/page", "http://a.test/p?q#f"]
+HREF_BITS = ["http://b.test/x", "https://b.test", "HTTP://b.test/", "//c.test/p", "/", "/p", "p", "q.html",
+             "../", "../../", "..", ".", "./", ".p", "/.", "?q=1", "#f", ":", "a:b", "1a:b", "http:g",
+             "javascript:void(0)", "JavaScript:x", "mailto:x@y", "TEL:1", "data:,x", "ftp://f.test/",
+             "\\", "é", "日本", "%2e", " ", "\t", "\n", "\x00", "\x1f", "\u00a0", "&amp;", "=", "'", '"']
+HREFS = ["../p", "../../p", "../../../p", "../", "p", "p/q", "q.html?x#y", "/p", "//c.test/p", "http://b.test/x",
+         "https://b.test", "HTTP://b.test/", "#f", "", " ", " /p ", "\t/p", "/p\n", "tel:1", "TEL:1",
+         "javascript:x", "mailto:x", "data:,x", "ftp://f.test/", "a:b", "1a:b", "http:g", "p\\q", "./p", ".p",
+         "..p", "p/../q", "/.", "?q", "\u00e9/\u65e5", "\x00p", "\x1fp", "\u00a0p", "%2e%2e/p", "p.",
+         "../p/./q", "http://b.test/./x"]
+REL_VALUES = [None, "", "nofollow", "NoFollow", "ugc", "SPONSORED", "ugc sponsored", "external", "nofollowx", "x\tNOFOLLOW",
+              "sponsored\x1c", "\u00a0nofollow", "\u212anofollow", "n\u00f3follow", "nofollow\u2003ugc"]
+
+
+def _anchor_html(items: list[tuple[str, str | None, str]]) -> bytes:
+    import html as html_module
+
+    out = ["<html><head><title>t</title>"]
+    for href, rel, tag in items:
+        rel_attr = "" if rel is None else f' rel="{html_module.escape(rel)}"'
+        if tag == "base":
+            out.append(f'<base href="{html_module.escape(href)}">')
+        elif tag == "link":
+            out.append(f'<link rel="{rel or "canonical"}" href="{html_module.escape(href)}">')
+        elif tag == "meta":
+            out.append(f'<meta http-equiv="refresh" content="0; url={html_module.escape(href)}">')
+        elif tag == "bare":
+            out.append("<a>no href</a><a href>empty</a>")
+        else:
+            out.append(f'<{tag} href="{html_module.escape(href)}"{rel_attr}>x</{tag}>')
+    return "".join(out).encode("utf-8", "surrogatepass")
+
+
+def _both_ways(body: bytes, url: str, links_max: int = 5000) -> tuple[tuple, tuple]:
+    from courtly.core import links
+
+    native = links.link_fields(body, url, content_type=CT, links_max=links_max)
+    saved, links._link_anchors = links._link_anchors, None
+    try:
+        python = links.link_fields(body, url, content_type=CT, links_max=links_max)
+    finally:
+        links._link_anchors = saved
+    return native, python
+
+
+anchor_items = st.lists(st.tuples(
+    st.one_of(st.sampled_from(HREFS), st.lists(st.sampled_from(HREF_BITS), max_size=5).map("".join)),
+    st.sampled_from(REL_VALUES),
+    st.sampled_from(["a", "a", "a", "area", "link", "meta", "base", "bare"]),
+), max_size=25)
+
+
+@PROPERTY
+@given(anchor_items, st.sampled_from(LINK_BASES), st.sampled_from([0, 1, 2, 3, 5000]))
+def test_native_anchor_scan_is_the_python_scan(items, url, links_max):
+    native, python = _both_ways(_anchor_html(items), url, links_max)
+    assert native == python
+
+
+def test_native_anchor_scan_is_the_python_scan_on_every_href_base_and_rel():
+    for url in LINK_BASES:
+        for href in HREFS:
+            for rel in REL_VALUES:
+                for tag in ("a", "area"):
+                    body = _anchor_html([(href, rel, tag), ("p", None, "a"), (href, rel, "a"), (href, None, "a")])
+                    native, python = _both_ways(body, url)
+                    assert native == python, (url, href, rel, tag)
+    for links_max in range(4):
+        body = _anchor_html([(h, r, "a") for h, r in zip(HREFS * 2, REL_VALUES * 7)])
+        assert _both_ways(body, LINK_BASES[0], links_max)[0] == _both_ways(body, LINK_BASES[0], links_max)[1]
+
+
+def test_native_anchor_scan_is_in_use_and_the_same_on_sim_pages(pages):
+    from courtly.core import links
+
+    calls = []
+    real = links._link_anchors
+
+    def counted(*args):
+        calls.append(args[1])
+        return real(*args)
+
+    links._link_anchors = counted
+    try:
+        results = [_both_ways(body, url) for url, body in pages]
+    finally:
+        links._link_anchors = real
+    assert calls  # the compiled scan ran
+    for native, python in results:
+        assert native == python
+    assert sum(len(native[0]) for native, _ in results) > 500
+
+
+def test_native_anchor_scan_refuses_bad_arguments():
+    with pytest.raises(TypeError):
+        speedups.link_anchors([], 0, [], {}, 10, ("http", "http://a"), print)
+    with pytest.raises(TypeError):
+        speedups.link_anchors((), 0, [], {}, 10, ("http", "http://a", None), print)
+    assert speedups.link_anchors([], 0, [], {}, 10, ("http", "http://a", None), print) == 0
+
+
+def test_only_ascii_letters_lowercase_to_the_nofollow_words():
+    """The C code reads an ASCII rel itself and leaves any other to Python:
+    no non-ASCII character lowercases into the letters of nofollow, ugc,
+    sponsored (U+212A KELVIN SIGN becomes "k", which none of them has)."""
+    letters = set("nofollowugcsponsored")
+    for cp in range(0x80, sys.maxunicode + 1):
+        low = chr(cp).lower()
+        assert not (low.isascii() and set(low) & letters), hex(cp)
