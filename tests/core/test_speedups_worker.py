@@ -292,3 +292,19 @@ def test_only_ascii_letters_lowercase_to_the_nofollow_words():
     for cp in range(0x80, sys.maxunicode + 1):
         low = chr(cp).lower()
         assert not (low.isascii() and set(low) & letters), hex(cp)
+
+
+def test_native_short_shingle_hash_is_xxh64_at_every_length():
+    """A one-word text's SimHash with shingles of one word is the XXH64 of
+    that word (one vote per bit): the branch-free hash of shingles under 32
+    bytes, checked against the xxhash package at every length around it."""
+    import random
+
+    import xxhash
+
+    r = random.Random(4)
+    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789_" + bytes(range(0x80, 0x100))
+    for length in range(1, 70):
+        for _ in range(40):
+            word = bytes(r.choice(alphabet) for _ in range(length))
+            assert speedups.simhash(word, 1) == xxhash.xxh64_intdigest(word), word

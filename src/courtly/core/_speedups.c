@@ -85,6 +85,16 @@ static inline uint64_t xxh_merge(uint64_t acc, uint64_t val)
     return acc * P1 + P4;
 }
 
+static inline uint64_t xxh_avalanche(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
 static uint64_t xxh64(const unsigned char *p, size_t len)
 {
     const unsigned char *end = p + len;
@@ -123,12 +133,43 @@ static uint64_t xxh64(const unsigned char *p, size_t len)
         h = rotl64(h, 11) * P1;
         p++;
     }
-    h ^= h >> 33;
-    h *= P2;
-    h ^= h >> 29;
-    h *= P3;
-    h ^= h >> 32;
-    return h;
+    return xxh_avalanche(h);
+}
+
+/* XXH64 of len < 32 bytes at p, where 32 bytes are readable (the words
+ * buffer has XXH_PAD zero bytes after its text): the steps of xxh64(), each
+ * computed always and kept or not by a mask instead of a branch on the
+ * length. A shingle's length varies from one to the next, so those branches
+ * mispredicted; without them the hashes of a batch overlap in the CPU
+ * (~78 -> ~71 us for the SimHash of a 30 KB text). */
+#define XXH_PAD 32
+
+static inline uint64_t keep_if(uint64_t cond, uint64_t yes, uint64_t no)
+{
+    return no ^ ((yes ^ no) & (0 - (uint64_t)(cond != 0)));
+}
+
+static inline uint64_t xxh64_short(const unsigned char *p, size_t len)
+{
+    uint64_t h = P5 + (uint64_t)len, t;
+    t = rotl64(h ^ xxh_round(0, read64(p)), 27) * P1 + P4;
+    h = keep_if(len >= 8, t, h);
+    t = rotl64(h ^ xxh_round(0, read64(p + 8)), 27) * P1 + P4;
+    h = keep_if(len >= 16, t, h);
+    t = rotl64(h ^ xxh_round(0, read64(p + 16)), 27) * P1 + P4;
+    h = keep_if(len >= 24, t, h);
+    const unsigned char *q = p + (len & 24);
+    t = rotl64(h ^ (uint64_t)read32(q) * P1, 23) * P2 + P3;
+    h = keep_if(len & 4, t, h);
+    q += len & 4;
+    size_t rem = len & 3;
+    t = rotl64(h ^ (uint64_t)q[0] * P5, 11) * P1;
+    h = keep_if(rem >= 1, t, h);
+    t = rotl64(h ^ (uint64_t)q[1] * P5, 11) * P1;
+    h = keep_if(rem >= 2, t, h);
+    t = rotl64(h ^ (uint64_t)q[2] * P5, 11) * P1;
+    h = keep_if(rem >= 3, t, h);
+    return xxh_avalanche(h);
 }
 
 /* ---------------------------------------------------------------- SimHash */
@@ -216,11 +257,13 @@ static size_t compact_words(const unsigned char *data, size_t len, unsigned char
     return n;
 }
 
-static uint64_t simhash_words(const unsigned char *buf, size_t buf_len, const uint32_t *starts, size_t n,
+/* buf holds buf_len bytes of words and XXH_PAD more (zeroed here). */
+static uint64_t simhash_words(unsigned char *buf, size_t buf_len, const uint32_t *starts, size_t n,
                               size_t shingle)
 {
     if (n == 0)
         return 0;
+    memset(buf + buf_len, 0, XXH_PAD);
     size_t grams = n <= shingle ? 1 : n - shingle + 1;
     Votes v;
     uint64_t hashes[HASH_BATCH];
@@ -230,7 +273,8 @@ static uint64_t simhash_words(const unsigned char *buf, size_t buf_len, const ui
         for (size_t b = 0; b < batch; b++) {
             size_t last = i + b + shingle; /* first word after the shingle */
             size_t stop = last >= n ? buf_len : (size_t)starts[last] - 1;
-            hashes[b] = xxh64(buf + starts[i + b], stop - starts[i + b]);
+            size_t len = stop - starts[i + b];
+            hashes[b] = len < 32 ? xxh64_short(buf + starts[i + b], len) : xxh64(buf + starts[i + b], len);
         }
         votes_add_all(&v, hashes, batch);
     }
@@ -325,7 +369,7 @@ static int words_of(PyObject *obj, Words *w)
         PyErr_SetString(PyExc_ValueError, "text too large for simhash (4 GiB of UTF-8 at most)");
         return -1;
     }
-    w->buf = PyMem_RawMalloc(size + 1);
+    w->buf = PyMem_RawMalloc(size + 1 + XXH_PAD);
     w->starts = PyMem_RawMalloc(sizeof(uint32_t) * (len / 2 + 2));
     if (w->buf == NULL || w->starts == NULL) {
         words_free(w);
