@@ -308,3 +308,62 @@ def test_native_short_shingle_hash_is_xxh64_at_every_length():
         for _ in range(40):
             word = bytes(r.choice(alphabet) for _ in range(length))
             assert speedups.simhash(word, 1) == xxhash.xxh64_intdigest(word), word
+
+
+# -- main_text finds elements by name where it used CSS queries -------------------
+
+
+def _main_text_by_css(body: bytes) -> str:
+    """main_text of an HTML page as it was written with CSS queries for
+    header/footer, the protected holders, <main> and <article> (the
+    reference for the by-name lookups)."""
+    from courtly.core.links import parse_html
+
+    m = maintext
+    tree = parse_html(body, CT).tree
+    tree.strip_tags(m._DROP_TAGS)
+    for node in tree.css("header, footer"):
+        if not m._inside_article(node):
+            node.decompose()
+    selector = m._boilerplate_selector(body.decode("utf-8", "replace"))
+    if selector:
+        held: set[int] = set()
+        for node in tree.css("main, article, h1")[:m.HOLDERS_MAX]:
+            while node is not None and node.mem_id not in held:
+                held.add(node.mem_id)
+                node = node.parent
+        for node in tree.css(selector):
+            if node.tag not in m._KEEP_TAGS and node.mem_id not in held:
+                node.decompose()
+    main = tree.css_first("main")
+    if main is not None:
+        return m._collapse(main.text(separator=" "))[:m.TEXT_CHARS_MAX]
+    articles = [a for a in tree.css("article") if not m._inside_article(a)]
+    if articles:
+        return "\n".join(filter(None, (m._collapse(a.text(separator=" ")) for a in articles)))
+    return "\n".join(m._blocks(tree))
+
+
+STRUCTURE_PIECES = ["<main>", "</main>", "<article>", "</article>", "<header>", "</header>", "<footer>", "</footer>",
+                    "<h1>", "</h1>", "<div class=\"nav\">", "<div id=\"sidebar\">", "<div class=\"page has-sidebar\">",
+                    "</div>", "<p>", "</p>", "<li>", "<td>", "<svg>", "</svg>", "<math>", "</math>", "<template>",
+                    "</template>", "<script>", "</script>", "<nav>", "</nav>", "<aside class=ad>", "</aside>",
+                    "one two three four five six", "Words here ", "x ", "<table>", "</table>", "<ul>", "</ul>"]
+
+
+@PROPERTY
+@given(st.lists(st.sampled_from(STRUCTURE_PIECES), max_size=60).map("".join))
+def test_main_text_by_name_is_main_text_by_css(html):
+    body = html.encode()
+    assert main_text(body, CT) == _main_text_by_css(body)
+
+
+def test_main_text_by_name_is_main_text_by_css_on_sim_pages_and_many_holders(pages):
+    bodies = [body for _, body in pages]
+    many = "".join(f"<h1>h{i}</h1><div class=nav>n{i}</div>" for i in range(maintext.HOLDERS_MAX + 20))
+    late = "<div class=nav><h1>late heading</h1>past the holders cap</div>"  # protected only by a late h1
+    bodies += [f"<div class=related><main>{many}</main></div>".encode(), f"<article>{many}</article>".encode(),
+               f"<main>{many}{late}</main>".encode()]
+    for body in bodies:
+        assert main_text(body, CT) == _main_text_by_css(body)
+    assert "late heading" not in main_text(bodies[-1], CT)

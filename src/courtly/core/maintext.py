@@ -159,20 +159,21 @@ def _main_text(body: bytes, content_type: str, parsed: ParsedHtml | None, collap
             return _flat_text(text)
         tree = _Parser(text, **_PARSE_OPTIONS)
     tree.strip_tags(_DROP_TAGS)
-    for node in tree.css("header, footer"):
-        if not _inside_article(node):
-            node.decompose()
+    for name in ("header", "footer"):  # by name: ~1 us a name, a CSS query ~8 us
+        for node in tree.tags(name):
+            if not _inside_article(node):
+                node.decompose()
     selector = _boilerplate_selector(text)
     if selector:
         protected = _holders_of_content(tree)
         for node in tree.css(selector):
             if node.tag not in _KEEP_TAGS and node.mem_id not in protected:
                 node.decompose()
-    main = tree.css_first("main")
-    if main is not None:
-        text = main.text(separator=" ")
+    mains = tree.tags("main")  # in document order, as css_first("main") finds the first
+    if mains:
+        text = mains[0].text(separator=" ")
         return _collapse(text) if collapse else text
-    articles = [a for a in tree.css("article") if not _inside_article(a)]
+    articles = [a for a in tree.tags("article") if not _inside_article(a)]
     if articles:
         return "\n".join(filter(None, (_collapse(a.text(separator=" ")) for a in articles)))
     return "\n".join(_blocks(tree))
@@ -235,7 +236,10 @@ def _holders_of_content(tree) -> set[int]:  # type: ignore[no-untyped-def]
     """mem_ids of main/article/h1 elements and all their ancestors: never
     removed as boilerplate (a ``<div class="page has-sidebar">`` wrapper)."""
     held: set[int] = set()
-    for node in tree.css("main, article, h1")[:HOLDERS_MAX]:
+    nodes = [node for name in ("main", "article", "h1") for node in tree.tags(name)]
+    if len(nodes) > HOLDERS_MAX:  # the first ones in document order
+        nodes = tree.css("main, article, h1")[:HOLDERS_MAX]
+    for node in nodes:  # the union of their ancestors does not depend on the order
         while node is not None and node.mem_id not in held:
             held.add(node.mem_id)
             node = node.parent
