@@ -367,3 +367,48 @@ def test_main_text_by_name_is_main_text_by_css_on_sim_pages_and_many_holders(pag
     for body in bodies:
         assert main_text(body, CT) == _main_text_by_css(body)
     assert "late heading" not in main_text(bodies[-1], CT)
+
+
+# -- parse_html hands an ASCII UTF-8 body to the parser as bytes --------------------
+
+
+def test_parse_html_gives_the_parser_the_body_only_when_it_is_the_text():
+    from courtly.core import links
+
+    seen = []
+    real = links._Parser
+
+    def recording(source, **options):
+        seen.append(type(source))
+        return real(source, **options)
+
+    cases = [
+        (b"<p>plain ascii</p>", "text/html; charset=utf-8", bytes),
+        (b"<p>plain ascii</p>", "text/html", bytes),
+        (b"<p>caf\xc3\xa9</p>", "text/html", str),                      # not ASCII
+        (b"\xef\xbb\xbf<p>bom</p>", "text/html", str),                   # the BOM is not text
+        (b"<p>bad \xff byte</p>", "text/html", str),                     # U+FFFD
+        (b"\xc1\xc2<p>", "text/html; charset=cp500", str),                # EBCDIC: ASCII text, other bytes
+        (b"<p>latin</p>", "text/html; charset=iso-8859-1", str),
+        ("<p>utf16</p>".encode("utf-16-le"), "text/html; charset=utf-16le", str),
+        (b'<meta charset="utf-8"><p>meta</p>', "text/html", bytes),
+    ]
+    links._Parser = recording
+    try:
+        for body, content_type, kind in cases:
+            seen.clear()
+            parsed = links.parse_html(body, content_type)
+            assert seen == [kind], (body, content_type)
+            assert parsed.tree.html == real(links.decode_html(body, content_type)).html
+    finally:
+        links._Parser = real
+
+
+def test_link_fields_and_main_text_are_the_same_when_parsed_from_the_text(pages, monkeypatch):
+    from courtly.core import links
+
+    before = [(links.link_fields(body, url, content_type=CT), main_text(body, CT)) for url, body in pages]
+    real = links._decode
+    monkeypatch.setattr(links, "_decode", lambda body, content_type: (real(body, content_type)[0], False))
+    after = [(links.link_fields(body, url, content_type=CT), main_text(body, CT)) for url, body in pages]
+    assert after == before
