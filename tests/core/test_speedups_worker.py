@@ -412,3 +412,29 @@ def test_link_fields_and_main_text_are_the_same_when_parsed_from_the_text(pages,
     monkeypatch.setattr(links, "_decode", lambda body, content_type: (real(body, content_type)[0], False))
     after = [(links.link_fields(body, url, content_type=CT), main_text(body, CT)) for url, body in pages]
     assert after == before
+
+
+def test_native_words_of_ascii_in_16_byte_blocks_are_the_regex_words():
+    """The SSE2 path of the C word splitter (blocks of 16 bytes that drop no
+    byte and start at most 4 words) against the regex, on texts of every
+    mix: long words, one-letter words, runs of separators, bytes >= 0x80,
+    capitals, at lengths around the block size."""
+    import random
+    import re
+
+    from courtly.core.fingerprint import simhash64_py
+
+    r = random.Random(16)
+    pieces = [b"word", b"Longerwordsthanablock_of16", b"a", b"I", b"x1", b"\xc3\xa9t\xc3\xa9", b"\xff", b"_",
+              b" ", b"  ", b", ", b".\n", b"-", b"\t", b"ABC", b"zZ09", b"~", b"@[`{"]
+    for length in list(range(0, 70)) + [200, 1000, 5000]:
+        for _ in range(30):
+            data = b""
+            while len(data) < length:
+                data += r.choice(pieces)
+            data = data[:length]
+            expected = b" ".join(re.findall(rb"[A-Za-z0-9_\x80-\xff]+", data)).lower()
+            assert speedups.words(data) == expected, data
+            text = data.decode("latin-1")
+            if text.isascii():
+                assert simhash64(text) == simhash64_py(text), text
