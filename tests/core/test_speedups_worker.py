@@ -438,3 +438,40 @@ def test_native_words_of_ascii_in_16_byte_blocks_are_the_regex_words():
             text = data.decode("latin-1")
             if text.isascii():
                 assert simhash64(text) == simhash64_py(text), text
+
+
+# -- the C code lowercases non-ASCII text itself (simhash(..., lower=True)) -------
+
+ALL_CODE_POINTS = "".join(map(chr, range(sys.maxunicode + 1)))
+
+
+def test_native_lowered_words_are_the_words_of_str_lower_for_every_code_point():
+    """Every code point alone, between word characters, next to capital
+    sigma and dotted capital I (which go through str.lower() itself), and in
+    1-byte and 2-byte strings."""
+    texts = [ALL_CODE_POINTS, "a".join(ALL_CODE_POINTS[::7]), " ".join(ALL_CODE_POINTS[::5]),
+             "\u03a3".join(ALL_CODE_POINTS[::11]), "\u0130" + ALL_CODE_POINTS[::13],
+             "".join(map(chr, range(0x80, 0x100))) * 3, "x\u00c9\u00e9 \u00c0B\u00ff", "\u212aelvin K\u212a",
+             ALL_CODE_POINTS[:0x10000:3], "\u03a3\u03bf\u03c6\u03bf\u03a3 \u03a3 a\u03a3 \u03a3a", ""]
+    for text in texts:
+        assert speedups.words(text, True) == speedups.words(text.lower()), text[:40]
+        assert speedups.words(text, True) == " ".join(
+            __import__("re").findall(r"\w+", text.lower())).encode("utf-8", "surrogatepass")
+
+
+def test_a_lowercase_never_needs_more_utf8_than_its_kind_allows():
+    """Why compact_lower may write into the buffer sized for the text's kind."""
+    for cp in range(sys.maxunicode + 1):
+        low = chr(cp).lower()
+        budget = 2 if cp < 0x100 else 3 if cp < 0x10000 else 4
+        assert len(low.encode("utf-8", "surrogatepass")) <= budget * len(low), hex(cp)
+        assert len(low) == 1 or cp == 0x130, hex(cp)
+
+
+@PROPERTY
+@given(st.text(max_size=300), st.sampled_from([1, 2, 3]))
+def test_native_simhash_of_any_text_lowercases_as_python_does(text, shingle):
+    from courtly.core.fingerprint import simhash64_py
+
+    assert speedups.simhash(text, shingle, (), True) == speedups.simhash(text.lower(), shingle)
+    assert simhash64(text, shingle=shingle) == simhash64_py(text, shingle=shingle)
