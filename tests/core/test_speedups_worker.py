@@ -369,10 +369,10 @@ def test_main_text_by_name_is_main_text_by_css_on_sim_pages_and_many_holders(pag
     assert "late heading" not in main_text(bodies[-1], CT)
 
 
-# -- parse_html hands an ASCII UTF-8 body to the parser as bytes --------------------
+# -- parse_html hands a valid UTF-8 body to the parser as bytes ---------------------
 
 
-def test_parse_html_gives_the_parser_the_body_only_when_it_is_the_text():
+def test_parse_html_gives_the_parser_the_body_only_when_it_is_the_texts_utf8():
     from courtly.core import links
 
     seen = []
@@ -385,7 +385,9 @@ def test_parse_html_gives_the_parser_the_body_only_when_it_is_the_text():
     cases = [
         (b"<p>plain ascii</p>", "text/html; charset=utf-8", bytes),
         (b"<p>plain ascii</p>", "text/html", bytes),
-        (b"<p>caf\xc3\xa9</p>", "text/html", str),                      # not ASCII
+        (b"<p>caf\xc3\xa9</p>", "text/html", bytes),                    # valid UTF-8
+        ("<p>\u65e5\U0001f642</p>".encode(), "text/html; charset=UTF8", bytes),
+        (b"<p>\xed\xa0\x80 surrogate</p>", "text/html", str),           # not UTF-8: U+FFFD
         (b"\xef\xbb\xbf<p>bom</p>", "text/html", str),                   # the BOM is not text
         (b"<p>bad \xff byte</p>", "text/html", str),                     # U+FFFD
         (b"\xc1\xc2<p>", "text/html; charset=cp500", str),                # EBCDIC: ASCII text, other bytes
@@ -407,7 +409,13 @@ def test_parse_html_gives_the_parser_the_body_only_when_it_is_the_text():
 def test_link_fields_and_main_text_are_the_same_when_parsed_from_the_text(pages, monkeypatch):
     from courtly.core import links
 
+    pages = pages + [("http://a.test/caf\u00e9/", (
+        '<html><head><title>Caf\u00e9 \u65e5\u672c</title></head><body><main><h1>\u00c9t\u00e9</h1>'
+        '<p>Na\u00efve \u201cquotes\u201d and \U0001f642 <a href="/\u00e9t\u00e9">\u00e9t\u00e9</a>'
+        '<a href="r\u00e9sum\u00e9.html" rel="nofollow">cv</a> \u0130stanbul \u03a3\u039f\u03a6\u039f\u03a3</p>'
+        '<div class="nav">\u00a0menu</div></main></body></html>').encode())]
     before = [(links.link_fields(body, url, content_type=CT), main_text(body, CT)) for url, body in pages]
+    assert any(not body.isascii() for _, body in pages)
     real = links._decode
     monkeypatch.setattr(links, "_decode", lambda body, content_type: (real(body, content_type)[0], False))
     after = [(links.link_fields(body, url, content_type=CT), main_text(body, CT)) for url, body in pages]
