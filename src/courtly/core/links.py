@@ -455,7 +455,7 @@ def parse_html(body: bytes, content_type: str = "") -> ParsedHtml:
             error = f"nesting depth ~{depth} > {DEPTH_MAX}: parsed link tags only"
             return ParsedHtml(text, _Parser(_flatten(text), **_PARSE_OPTIONS), True, error)
     # when `body` is the text's UTF-8 byte for byte, the parser takes it as
-    # it is instead of encoding the text again (~4 us ASCII, ~10 us not)
+    # it is instead of encoding the text again (~1 us for ASCII, ~16 us for 30 KB not ASCII)
     source = body if whole_utf8 and type(body) is bytes else text
     return ParsedHtml(text, _Parser(source, **_PARSE_OPTIONS), False, None)
 
