@@ -73,7 +73,9 @@ import xxhash
 
 try:  # the compiled SimHash (src/courtly/core/_speedups.c); optional
     from courtly.core._speedups import simhash as _simhash_native
-except ImportError:  # pragma: no cover - built without a C compiler
+
+    _simhash_native("", 1, (), True)  # a stale build (no lower argument) raises: the Python path
+except (ImportError, TypeError):  # pragma: no cover - built without a C compiler, or stale
     _simhash_native = None
 
 __all__ = [
