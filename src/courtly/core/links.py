@@ -65,7 +65,7 @@ from courtly.core.href import refresh_target as _refresh_target
 try:  # compiled helpers (src/courtly/core/_speedups.c); optional
     from courtly.core._speedups import count_over as _count_over_native
     from courtly.core._speedups import link_anchors as _link_anchors
-except ImportError:  # pragma: no cover - built without a C compiler
+except ImportError:  # pragma: no cover - built without a C compiler, or stale
     _count_over_native = _link_anchors = None
 
 try:

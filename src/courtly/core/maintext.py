@@ -61,10 +61,13 @@ except (ImportError, AttributeError):  # pragma: no cover - older selectolax
     _PARSE_OPTIONS = {}
 
 try:
-    from courtly.core._speedups import attr_values as _attr_values_native
     from courtly.core._speedups import collapse as _collapse_native
 except ImportError:  # pragma: no cover - built without a C compiler
-    _attr_values_native = _collapse_native = None
+    _collapse_native = None
+try:
+    from courtly.core._speedups import attr_values as _attr_values_native
+except ImportError:  # pragma: no cover - built without a C compiler, or stale
+    _attr_values_native = None
 
 __all__ = ["main_text", "main_words", "BOILERPLATE_WORDS", "BODY_BYTES_MAX", "TEXT_CHARS_MAX"]
 
