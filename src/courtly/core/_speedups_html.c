@@ -17,6 +17,23 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A str's characters as the PyUnicode_READ macros take them. */
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t len;
+} Text;
+
+static int text_of(PyObject *str, Text *t)
+{
+    if (PyUnicode_READY(str) < 0)
+        return -1;
+    t->kind = PyUnicode_KIND(str);
+    t->data = PyUnicode_DATA(str);
+    t->len = PyUnicode_GET_LENGTH(str);
+    return 0;
+}
+
 /* attr_values(text, name) -> list[str]: what maintext's class/id scan
  * reads, exactly: the values of the matches of the regex
  *     name\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))
@@ -125,11 +142,12 @@ PyObject *speedups_attr_values(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "attr_values() needs an ASCII name");
             return NULL;
         }
-    if (PyUnicode_READY(text) < 0)
+    Text t;
+    if (text_of(text, &t) < 0)
         return NULL;
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    int kind = t.kind;
+    const void *data = t.data;
+    Py_ssize_t len = t.len;
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
@@ -164,13 +182,12 @@ PyObject *speedups_count_over(PyObject *self, PyObject *args)
     PyObject *text;
     int ch;
     Py_ssize_t limit, seen = 0;
-    if (!PyArg_ParseTuple(args, "UCn:count_over", &text, &ch, &limit))
+    Text t;
+    if (!PyArg_ParseTuple(args, "UCn:count_over", &text, &ch, &limit) || text_of(text, &t) < 0)
         return NULL;
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    int kind = t.kind;
+    const void *data = t.data;
+    Py_ssize_t len = t.len;
     if (kind == PyUnicode_1BYTE_KIND) {
         if (ch < 0x100) {
             const unsigned char *p = (const unsigned char *)data, *end = p + len;
