@@ -53,11 +53,20 @@ produced here: it is for the fetcher's Location header.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from dataclasses import dataclass
 from itertools import starmap
 
-from courtly.core.urls import UrlError, resolve_url
+from courtly.core.href import Resolver as _Resolver
+from courtly.core.href import clean_href as _clean_href
+from courtly.core.href import refresh_target as _refresh_target
+
+try:  # compiled helpers (src/courtly/core/_speedups.c); optional
+    from courtly.core._speedups import count_over as _count_over_native
+    from courtly.core._speedups import link_anchors as _link_anchors
+except ImportError:  # pragma: no cover - built without a C compiler, or stale
+    _count_over_native = _link_anchors = None
 
 try:
     from selectolax.lexbor import LexborHTMLParser as _Parser
@@ -185,23 +194,39 @@ def decode_html(body: bytes, content_type: str) -> str:
     """The page's text: BOM, then the Content-Type charset, then <meta
     charset> in the first `CHARSET_SCAN_BYTES`, else UTF-8 (module docstring,
     step 2); never raises, undecodable bytes become U+FFFD."""
+    return _decode(body, content_type)[0]
+
+
+def _decode(body: bytes, content_type: str) -> tuple[str, bool]:
+    """`decode_html`, and whether `body` is the text's UTF-8, byte for byte
+    (valid UTF-8 without a BOM, read as UTF-8)."""
     if body.startswith(b"\xef\xbb\xbf"):
-        return body[3:].decode("utf-8", "replace")
+        return body[3:].decode("utf-8", "replace"), False
     if body.startswith((b"\xff\xfe", b"\xfe\xff")):
         codec = "utf-16-le" if body[0] == 0xFF else "utf-16-be"
-        return body[2:].decode(codec, "replace")
-    codec = None
-    match = _CHARSET_PARAM.search(content_type)
-    if match:
-        codec = _codec(match.group(1), from_meta=False)
+        return body[2:].decode(codec, "replace"), False
+    codec = _content_type_codec(content_type)
     if codec is None:
         match = _META_CHARSET.search(body[:CHARSET_SCAN_BYTES])
         if match:
             codec = _codec(match.group(1).decode("ascii", "replace"), from_meta=True)
+    if codec in (None, "utf-8"):
+        try:
+            return body.decode("utf-8"), True
+        except UnicodeDecodeError:
+            return body.decode("utf-8", "replace"), False
     try:
-        return body.decode(codec or "utf-8", "replace")
+        return body.decode(codec, "replace"), False
     except Exception:  # a codec that fails even with errors="replace"
-        return body.decode("utf-8", "replace")
+        return body.decode("utf-8", "replace"), False
+
+
+@functools.lru_cache(maxsize=256)
+def _content_type_codec(content_type: str) -> str | None:
+    """The codec of the Content-Type's charset, if any and usable (a crawl
+    sees few distinct Content-Types: remembered, ~3 us a page)."""
+    match = _CHARSET_PARAM.search(content_type)
+    return _codec(match.group(1), from_meta=False) if match else None
 
 
 # -- hostile nesting -----------------------------------------------------------
@@ -285,132 +310,8 @@ def _x_robots(header: str, ua: str) -> tuple[bool, bool]:
 
 # -- hrefs -----------------------------------------------------------------------
 
-_C0_SPACE = "".join(chr(c) for c in range(0x21))
-_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-_SCHEMES_SKIPPED = frozenset({"javascript", "mailto", "tel", "data"})
 _LINK_RELS = ("canonical", "next", "prev", "alternate")  # priority when several
 _NOFOLLOW_RELS = frozenset({"nofollow", "ugc", "sponsored"})
-_REFRESH = re.compile(r"\s*[0-9.]+\s*[;,]?\s*(?:url\s*=\s*)?(.*)", re.I | re.S)
-
-
-def _clean_href(href: str | None) -> str | None:
-    """The href as a URL parser sees it, or None when it is not crawlable."""
-    if not href:
-        return None
-    href = href.strip(_C0_SPACE)
-    if "\t" in href or "\n" in href or "\r" in href:
-        href = href.translate(_TAB_NEWLINE)
-    if not href or href[0] == "#":
-        return None
-    match = _SCHEME.match(href)
-    if match and match.group(1).lower() in _SCHEMES_SKIPPED:
-        return None
-    return href
-
-
-_REFERENCE = re.compile(  # RFC 3986 appendix B, with a strict scheme
-    r"(?:([A-Za-z][A-Za-z0-9+.-]*):)?(//[^/?#]*)?([^?#]*)(\?[^#]*)?(#.*)?", re.S
-)
-_COLON_FIRST = re.compile(r"[^/?#]*:")  # a colon in the first segment
-_C0_OR_SPACE = re.compile(r"[\x00-\x20]")
-
-
-class _Resolver:
-    """Resolves references against one base URL: RFC 3986 section 5.2 by
-    `courtly.core.urls.resolve_url`, behind fast paths for the common forms.
-
-    The fast paths join absolute http(s), scheme-relative, root-relative and
-    plain relative-path references (``g``, ``../g``: leading ``../`` and no
-    other dot segment, no colon) without backslashes directly; the rest go
-    to resolve_url. Why: on a 30 KB page with 167 links (half root-relative, a
-    third absolute; 2 shared cores, noisy, best of 7) resolve_url alone took
-    1.3-1.5 ms for them (8-12 us a reference) against 0.12 ms for the local
-    resolver this replaced (11-13x), and the whole `extract_links` 1.9-2.2 ms
-    against 0.7-1.2 ms (1.8-3x). With the fast paths: ~0.42 ms, the relative
-    references paying resolve_url's price.
-
-    Browser readings kept on the way in (RFC-allowed or WHATWG behaviour):
-    ``http:g`` against an http base is relative (RFC 3986 5.4.2, "for
-    backward compatibility"; resolve_url is strict), a backslash before the
-    query is a slash, and a first segment with a colon that is no valid
-    scheme (``1a:b``) is a relative path. Unlike urllib's urljoin, empty
-    segments (``a//b``) are kept. None for every reference when the page
-    URL is not absolute (resolve_url refuses such a base).
-
-    The relative-path fast path (bench pages: ~3 of ~14 links a page, ~8 us
-    each in resolve_url) needs a base whose path has no dot segment and no
-    character resolve_url would trim or drop (C0, space): then the merge of
-    RFC 3986 5.2.3 is the base's directory, less one segment per ``../``.
-    """
-
-    def __init__(self, base: str) -> None:
-        match = _REFERENCE.fullmatch(base)
-        assert match is not None  # every group is optional
-        self.base = base
-        self.scheme, self.authority = match.group(1, 2)
-        http = self.scheme is not None and self.scheme.lower() in ("http", "https")
-        self.http_scheme = self.scheme.lower() if http else None
-        self.fast = http and bool(self.authority) and "\\" not in base
-        if self.scheme is not None and self.authority is not None:
-            self.origin = f"{self.scheme}:{self.authority}"
-        path = match.group(3)
-        self.directory: str | None = None   # the base's path up to its last "/", for the fast path
-        if self.fast and "/." not in path and not _C0_OR_SPACE.search(base):
-            self.directory = path[: path.rfind("/") + 1] or "/"
-
-    def __call__(self, ref: str) -> str | None:
-        if self.fast and "\\" not in ref:
-            if "/." not in ref:
-                if ref.startswith(("http://", "https://")):
-                    return ref
-                if ref.startswith("//"):
-                    return f"{self.scheme}:{ref}"
-                if ref.startswith("/"):
-                    return self.origin + ref
-            if self.directory is not None and ":" not in ref and ref[:1] not in "/?#":
-                return self._relative(ref)
-        return self._resolve(ref)
-
-    def _relative(self, ref: str) -> str | None:
-        """A relative-path reference without colon or backslash: the base's
-        directory, one segment up per leading "../" (never above the root),
-        when no other dot segment follows."""
-        rest, directory = ref, self.directory
-        while rest.startswith("../"):
-            rest = rest[3:]
-            if len(directory) > 1:  # type: ignore[arg-type]
-                directory = directory[: directory.rindex("/", 0, -1) + 1]  # type: ignore[union-attr]
-        if rest.startswith(".") or "/." in rest:  # ".", "..", "./g", ".g", "g/../h": resolve_url
-            return self._resolve(ref)
-        return self.origin + directory + rest
-
-    def _resolve(self, ref: str) -> str | None:
-        if "\\" in ref:
-            head, sep, tail = ref.partition("?")
-            ref = head.replace("\\", "/") + sep + tail
-        match = _REFERENCE.fullmatch(ref)
-        assert match is not None  # every group is optional
-        scheme, authority = match.group(1, 2)
-        if scheme is not None and authority is None and scheme.lower() == self.http_scheme:
-            ref, scheme = ref[len(scheme) + 1 :], None  # http:g against an http base
-        if scheme is None and _COLON_FIRST.match(ref):
-            ref = "./" + ref  # not a scheme: keep it a relative path for resolve_url
-        try:
-            return resolve_url(self.base, ref)
-        except UrlError:  # the page URL itself was not absolute
-            return None
-
-
-def _refresh_target(content: str | None) -> str | None:
-    """The URL in `<meta http-equiv=refresh content="5; url=...">`, if any."""
-    match = _REFRESH.match(content or "")
-    if not match:
-        return None
-    target = match.group(1).strip(_C0_SPACE)
-    if target[:1] in ("'", '"'):
-        target = target[1:].split(target[0], 1)[0]
-    return target or None
 
 
 # -- extraction ------------------------------------------------------------------
@@ -547,13 +448,24 @@ class ParsedHtml:
 def parse_html(body: bytes, content_type: str = "") -> ParsedHtml:
     """Decode and parse `body`; flat when the nesting is hostile (see module
     docstring). May raise on garbage: `extract_links` reports it."""
-    text = decode_html(body, content_type)
-    if text.count("<") > TAGS_FAST_MAX:
+    text, whole_utf8 = _decode(body, content_type)
+    if _count_over(text, "<", TAGS_FAST_MAX):
         depth = nesting_depth(text)
         if depth > DEPTH_MAX:
             error = f"nesting depth ~{depth} > {DEPTH_MAX}: parsed link tags only"
             return ParsedHtml(text, _Parser(_flatten(text), **_PARSE_OPTIONS), True, error)
-    return ParsedHtml(text, _Parser(text, **_PARSE_OPTIONS), False, None)
+    # when `body` is the text's UTF-8 byte for byte, the parser takes it as
+    # it is instead of encoding the text again (~1 us for ASCII, ~16 us for 30 KB not ASCII)
+    source = body if whole_utf8 and type(body) is bytes else text
+    return ParsedHtml(text, _Parser(source, **_PARSE_OPTIONS), False, None)
+
+
+def _count_over_py(text: str, char: str, limit: int) -> bool:
+    return text.count(char) > limit
+
+
+# the same in C when built: memchr, stopping past the limit (~9 -> ~1 us a page)
+_count_over = _count_over_native or _count_over_py
 
 
 def _base(nodes: list, url: str) -> str | None:
@@ -572,8 +484,21 @@ def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, noindex: boo
     tree, error = parsed.tree, parsed.error
     nodes = tree.css(_SELECTOR)  # type: ignore[attr-defined]
     base = _base(nodes, url)
-    scan = _Scan(_Resolver(base or url), ua, links_max, noindex, nofollow)
-    for node in nodes:
+    resolver = _Resolver(base or url)
+    scan = _Scan(resolver, ua, links_max, noindex, nofollow)
+    # the compiled scan takes each run of a/area nodes (~27 -> ~5 us a page)
+    # and hands the anchors it does not take in full to scan.anchor
+    native = _link_anchors is not None and resolver.fast and type(nodes) is list
+    fast_base = (resolver.scheme, resolver.origin, resolver.directory) if native else None
+    at, count = 0, len(nodes)
+    while at < count:
+        if native:
+            at = _link_anchors(nodes, at, scan.links, scan.index, links_max, fast_base, scan.anchor)
+            scan.full = len(scan.links) >= links_max
+            if at >= count:
+                break
+        node = nodes[at]
+        at += 1
         tag = node.tag
         if tag == "a" or tag == "area":
             if not scan.full:

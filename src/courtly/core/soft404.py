@@ -53,9 +53,10 @@ _HONEST, _SOFT, _UNKNOWN, _GAVE_UP = "honest", "soft", "unknown", "gave_up"
 def error_fingerprint(text: str, url: str) -> int:
     """SimHash (word pairs) of `text` without the tokens of `url`."""
     drop = set(_URL_TOKEN.findall(url.lower()))
-    if text.isascii() and len(text) <= TEXT_CHARS_MAX:
-        # the same value, without joining the words and splitting them again
-        # (lowercasing twice is lowercasing once only for ASCII)
+    if len(text) <= TEXT_CHARS_MAX:
+        # the same value, without joining the words and splitting them again:
+        # str.lower() of a lowercased character is itself (every code point,
+        # tests/core/test_speedups_worker.py), so lowercasing twice is once
         return simhash64(text, shingle=2, drop=drop)
     kept = [t for t in _URL_TOKEN.findall(text.lower()) if t not in drop]
     return simhash64(" ".join(kept), shingle=2)

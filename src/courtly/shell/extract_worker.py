@@ -47,7 +47,7 @@ from typing import NoReturn
 
 from courtly.core.fingerprint import simhash64
 from courtly.core.links import Link, PageLinks, ParsedHtml, is_html, link_fields, parse_html
-from courtly.core.maintext import main_text
+from courtly.core.maintext import main_words
 from courtly.core.soft404 import error_fingerprint
 
 __all__ = ["EXIT_MEMORY", "HEADER", "READY", "decode_page", "encode_page", "frame", "process_task", "worker_main"]
@@ -100,7 +100,7 @@ def with_prints(page: PageLinks, body: bytes, url: str, content_type: str,
 
 def _prints(body: bytes, url: str, content_type: str, error_print: bool,
             parsed: ParsedHtml | None) -> tuple[int, int | None]:
-    text = main_text(body, content_type, parsed=parsed)
+    text = main_words(body, content_type, parsed=parsed)  # main_text's words, uncollapsed
     return (simhash64(text), error_fingerprint(text, url) if error_print else None)
 
 
