@@ -192,8 +192,7 @@ class Results:
         unknown, _taken = c.recrawl.hints(content, now)
         if c.cfg.crawl.intent == "monitor":
             return   # a watch list: no discovery
-        for url in unknown:
-            c.admission.admit(url, via=item.url, band=3, depth=item.depth + 1, now=now)
+        c.admission.admit_many(unknown, via=item.url, band=3, depth=item.depth + 1, now=now)
 
     async def extract(self, item: UrlItem, result) -> None:
         c = self.c
