@@ -195,18 +195,20 @@ class RobotsRules:
 
     groups: tuple[RobotsGroup, ...] = ()
     sitemaps: tuple[str, ...] = ()
-    # token -> (its groups, their rules as (pattern length, allow, matcher)):
-    # asked for every URL of the origin, with the crawler's one token
+    # token -> (its groups, their rules as (pattern length, allow, matcher),
+    # their crawl-delay): asked for every URL of the origin, with the
+    # crawler's one token
     _by_token: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def _for(self, token: str) -> tuple[tuple[RobotsGroup, ...], tuple[tuple[int, bool, Any], ...]]:
+    def _for(self, token: str) -> tuple[tuple[RobotsGroup, ...], tuple[tuple[int, bool, Any], ...], float | None]:
         got = self._by_token.get(token)
         if got is None:
             groups = self._groups_for(token)
             rules = tuple((len(r.pattern), r.allow, r.matches) for g in groups for r in g.rules)
+            delays = [g.crawl_delay_s for g in groups if g.crawl_delay_s is not None]
             if len(self._by_token) >= _TOKENS_CACHED_MAX:
                 self._by_token.clear()
-            got = self._by_token[token] = (groups, rules)
+            got = self._by_token[token] = (groups, rules, max(delays) if delays else None)
         return got
 
     def groups_for(self, token: str) -> tuple[RobotsGroup, ...]:
@@ -234,8 +236,7 @@ class RobotsRules:
 
     def crawl_delay(self, token: str) -> float | None:
         """The largest crawl-delay among the groups that apply to `token`."""
-        delays = [g.crawl_delay_s for g in self.groups_for(token) if g.crawl_delay_s is not None]
-        return max(delays) if delays else None
+        return self._for(token)[2]
 
     def to_dict(self) -> dict[str, Any]:
         return {

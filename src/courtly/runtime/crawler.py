@@ -50,6 +50,7 @@ from courtly.core.urls import (
     UrlError,
     normalize_url,
     origin_of_normalized,
+    origin_text_of_normalized,
     politeness_key,
     resolve_url,
     split_origin,
@@ -150,6 +151,7 @@ class Crawler:
         self._attempts: dict[str, int] = {}
         self._hold: dict[str, float] = {}
         self._warned_impolite = False
+        self._private_ips: set[str] = set()   # addresses known not public (the IMPOLITE check)
         self._reserved = 0     # pages being served (for the --max-pages budget)
         # Observers (the status server): on_decision(url, key, reason, detail, at),
         # on_request(url, ip) and on_response(result). Read-only watchers.
@@ -405,7 +407,7 @@ class Crawler:
             self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
             return "done"
         origin = origin_of_normalized(item.url)   # queued URLs are normalised
-        origin_s = str(origin)
+        origin_s = origin_text_of_normalized(item.url)
         # The address check comes first: a non-public target gets no request at
         # all, not even for its robots.txt.
         try:
@@ -415,8 +417,8 @@ class Crawler:
                 raise  # not a resolution failure: a bug
             self.decide(item.url, item.key, item.via, e.reason, getattr(e, "detail", ""), now, item.depth)
             return "done"
-        if not self._warned_impolite and self.politeness.delay_s_min(item.key, now) < 1.0 \
-                and is_public_address(ip):
+        if not self._warned_impolite and ip not in self._private_ips \
+                and self.politeness.delay_s_min(item.key, now) < 1.0 and self._public(ip):
             self._warned_impolite = True
             log.warning("IMPOLITE: delay %.2f s (< 1 s) applies to %s, a public address (%s)",
                         self.politeness.delay_s_min(item.key, now), item.key, ip)
@@ -457,6 +459,16 @@ class Crawler:
             return "lost"
         return await self.results.handle(item, result)
 
+    def _public(self, ip: str) -> bool:
+        """`is_public_address(ip)`, remembering the addresses that are not
+        (a crawl of loopback or private hosts would ask it for every page)."""
+        if is_public_address(ip):
+            return True
+        if len(self._private_ips) >= 10_000:
+            self._private_ips.clear()
+        self._private_ips.add(ip)
+        return False
+
     def _batch_for(self, key: str) -> int:
         """How many of the key's URLs a lease takes: one when the key's delay
         will hand it back after its first request (see LEASE_HOLD_S), else
@@ -472,7 +484,9 @@ class Crawler:
 
     async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
         """One request under the key's and the IP's limits. None if the lease was lost."""
-        lock = self._key_locks.setdefault(key, asyncio.Lock())
+        lock = self._key_locks.get(key)
+        if lock is None:
+            lock = self._key_locks[key] = asyncio.Lock()
         async with lock:
             while True:
                 now = self.clock.now()

@@ -80,7 +80,8 @@ class Results:
         c = self.c
         now = c.clock.now()
         status = result.status
-        why = "feed" if status and is_xml(result, item.url) else item.kind
+        xml = bool(status) and is_xml(result, item.url)
+        why = "feed" if xml else item.kind
         c.stats.by_reason[why] = c.stats.by_reason.get(why, 0) + 1
         if status == 0 or status >= 500 or status == 429:
             if status:
@@ -132,7 +133,7 @@ class Results:
             c.batch.fetched.append((now, status, item.url))
             return "done"
         if 200 <= status < 300 and result.content and not result.error:
-            if is_xml(result, item.url):
+            if xml:
                 self.read_hints(item, result.content, now)
                 c.batch.fetched.append((now, status, item.url))
                 return "done"
