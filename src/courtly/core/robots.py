@@ -451,6 +451,10 @@ class RobotsView:
         return Reason.ROBOTS_UNREACHABLE if self.unreachable else Reason.ROBOTS
 
 
+_NEED_FETCH = RobotsView(RobotsState.NEED_FETCH)
+_FETCHING = RobotsView(RobotsState.FETCHING)
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     phase: Phase
@@ -488,6 +492,7 @@ class RobotsBook:
         self.cache_s, self.retry_s_min, self.retry_s_max = cache_s, retry_s_min, retry_s_max
         self.fetch_timeout_s, self.stale_s_max = fetch_timeout_s, stale_s_max
         self._entries: dict[str, _Entry] = {}
+        self._fresh_views: dict[str, RobotsView] = {}   # origin -> the view of its fresh copy
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -497,19 +502,24 @@ class RobotsBook:
         return Phase.ABSENT if e is None else e.phase
 
     def lookup(self, origin: str | Origin, now: float) -> RobotsView:
-        e = self._settle(str(origin), now)
+        key = str(origin)
+        e = self._settle(key, now)
         if e is None or e.phase is Phase.ABSENT:
-            return RobotsView(RobotsState.NEED_FETCH)
+            return _NEED_FETCH
         if e.phase is Phase.FETCHING:
-            return RobotsView(RobotsState.FETCHING)
+            return _FETCHING
         if e.phase is Phase.FRESH:
             assert e.expires_at is not None and e.good is not None
             if now >= e.expires_at:
-                return RobotsView(RobotsState.NEED_FETCH)
-            return RobotsView(RobotsState.READY, e.good, expires_at=e.expires_at)
+                return _NEED_FETCH
+            # asked for every URL: the view of a fresh copy is made once per copy
+            view = self._fresh_views.get(key)
+            if view is None or view.rules is not e.good or view.expires_at != e.expires_at:
+                view = self._fresh_views[key] = RobotsView(RobotsState.READY, e.good, expires_at=e.expires_at)
+            return view
         assert e.retry_at is not None
         if now >= e.retry_at:
-            return RobotsView(RobotsState.NEED_FETCH)
+            return _NEED_FETCH
         if not e.blocked and e.good is not None and e.good_at is not None and now - e.good_at <= self.stale_s_max:
             return RobotsView(RobotsState.READY, e.good, retry_at=e.retry_at)
         return RobotsView(RobotsState.READY, DISALLOW_ALL, retry_at=e.retry_at, unreachable=True)
@@ -536,6 +546,7 @@ class RobotsBook:
 
     def forget(self, origin: str | Origin) -> None:
         self._entries.pop(str(origin), None)
+        self._fresh_views.pop(str(origin), None)
 
     def prune(self, now: float) -> int:
         """Drop good copies too old to be reused; returns how many."""
@@ -546,6 +557,7 @@ class RobotsBook:
         ]
         for k in old:
             del self._entries[k]
+            self._fresh_views.pop(k, None)
         return len(old)
 
     def snapshot(self, origin: str | Origin) -> dict[str, Any] | None:
