@@ -151,7 +151,6 @@ class Crawler:
         self._attempts: dict[str, int] = {}
         self._hold: dict[str, float] = {}
         self._warned_impolite = False
-        self._private_ips: set[str] = set()   # addresses known not public (the IMPOLITE check)
         self._reserved = 0     # pages being served (for the --max-pages budget)
         # Observers (the status server): on_decision(url, key, reason, detail, at),
         # on_request(url, ip) and on_response(result). Read-only watchers.
@@ -417,8 +416,8 @@ class Crawler:
                 raise  # not a resolution failure: a bug
             self.decide(item.url, item.key, item.via, e.reason, getattr(e, "detail", ""), now, item.depth)
             return "done"
-        if not self._warned_impolite and ip not in self._private_ips \
-                and self.politeness.delay_s_min(item.key, now) < 1.0 and self._public(ip):
+        if not self._warned_impolite and self.politeness.delay_s_min(item.key, now) < 1.0 \
+                and is_public_address(ip):
             self._warned_impolite = True
             log.warning("IMPOLITE: delay %.2f s (< 1 s) applies to %s, a public address (%s)",
                         self.politeness.delay_s_min(item.key, now), item.key, ip)
@@ -458,16 +457,6 @@ class Crawler:
         if result is None:
             return "lost"
         return await self.results.handle(item, result)
-
-    def _public(self, ip: str) -> bool:
-        """`is_public_address(ip)`, remembering the addresses that are not
-        (a crawl of loopback or private hosts would ask it for every page)."""
-        if is_public_address(ip):
-            return True
-        if len(self._private_ips) >= 10_000:
-            self._private_ips.clear()
-        self._private_ips.add(ip)
-        return False
 
     def _batch_for(self, key: str) -> int:
         """How many of the key's URLs a lease takes: one when the key's delay
