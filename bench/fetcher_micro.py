@@ -10,7 +10,8 @@ when `taskset` exists; the client runs here, pinned to CPU 1. Each of the
 `--hosts` names is pinned to 127.0.0.1 with `ip=`, so each has its own pool
 key. Printed: requests/s and the client's CPU microseconds (user+sys of this
 process, `time.process_time`) per request, best of `--rounds`, after a
-warm-up round. The fetcher class is whichever `courtly.shell.fetcher`
+warm-up round; then the CPU of `_split_url` alone on distinct URLs of the
+crawler's form. The fetcher class is whichever `courtly.shell.fetcher`
 provides (`Http1Fetcher`, or the older `AiohttpFetcher`). A benchmark: it
 prints, it asserts nothing.
 """
@@ -82,6 +83,24 @@ async def measure(port: int, hosts: int, concurrency: int, requests: int, rounds
     return figures
 
 
+def split_url_us(n: int = 50_000) -> float | None:
+    """CPU microseconds of the fetcher's `_split_url` per distinct URL of the
+    form the crawler sends (None when the fetcher has no `_split_url`)."""
+    from courtly.shell import fetcher as module
+
+    split = getattr(module, "_split_url", None)
+    if split is None:
+        return None
+    urls = [f"http://site{i % 1000:04d}.bench.test:8080/guides/page-{i}.html?p={i % 7}" for i in range(n)]
+    best = float("inf")
+    for _ in range(5):
+        c0 = time.process_time()
+        for u in urls:
+            split(u)
+        best = min(best, time.process_time() - c0)
+    return best / n * 1e6
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=4000)
@@ -112,6 +131,9 @@ def main() -> int:
             server.wait(10)
         except subprocess.TimeoutExpired:
             server.kill()
+    split_us = split_url_us()
+    if split_us is not None:
+        print(f"_split_url of a distinct URL in the common spelling: {split_us:.2f} us (best of 5)")
     mode = "new connection per request" if args.close else "keep-alive"
     for rate, us in figures:
         print(f"  {rate:8.0f} requests/s  {us:6.1f} us CPU per request")

@@ -398,6 +398,22 @@ def test_robots_2xx_is_cached_at_most_24_hours() -> None:
         RobotsBook(cache_s=CACHE_S_MAX + 1)
 
 
+def test_robots_the_view_of_a_fresh_copy_follows_every_change_of_the_copy() -> None:
+    book = _book_in(Phase.FRESH, now=0.0)
+    first = book.lookup(O, 1.0)
+    assert book.lookup(O, 2.0) == first and not first.rules.allowed("courtly", "/private")
+    book.fetch_started(O, 3.0)   # a refetch in flight keeps the copy in use
+    assert book.lookup(O, 3.0).state is RobotsState.FETCHING
+    book.fetch_finished(O, 4.0, RobotsFetched(200, b"User-agent: *\nDisallow: /other\n"))
+    second = book.lookup(O, 5.0)
+    assert second.expires_at == 4.0 + CACHE_S_MAX and second.rules.allowed("courtly", "/private")
+    book.restore(O, _book_in(Phase.FRESH, now=10.0).snapshot(O))
+    third = book.lookup(O, 11.0)
+    assert third.expires_at == 10.0 + CACHE_S_MAX and not third.rules.allowed("courtly", "/private")
+    book.forget(O)
+    assert book.lookup(O, 12.0).state is RobotsState.NEED_FETCH
+
+
 def test_robots_4xx_allows_all() -> None:
     book = RobotsBook()
     book.fetch_started(O, 0.0)

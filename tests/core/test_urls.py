@@ -274,7 +274,7 @@ def test_normalize_is_idempotent(url: str) -> None:
 @settings(max_examples=600, deadline=None)
 @given(_urls())
 def test_host_and_origin_of_a_normalized_url_are_its_split_origin(url: str) -> None:
-    from courtly.core.urls import host_of_normalized, origin_of_normalized
+    from courtly.core.urls import host_of_normalized, origin_of_normalized, origin_text_of_normalized
 
     try:
         once = normalize_url(url)
@@ -283,15 +283,17 @@ def test_host_and_origin_of_a_normalized_url_are_its_split_origin(url: str) -> N
         return
     assert host_of_normalized(once) == split_origin(once).host
     assert origin_of_normalized(once) == split_origin(once)
+    assert origin_text_of_normalized(once) == str(split_origin(once))
 
 
 def test_origin_of_normalized_urls_with_ports_and_ipv6() -> None:
-    from courtly.core.urls import origin_of_normalized
+    from courtly.core.urls import origin_of_normalized, origin_text_of_normalized
 
     for raw in ("HTTP://Example.COM:80/a", "https://example.com:8443/x?y", "http://[::1]:8080/",
-                "https://[2001:DB8::1]/p", "http://127.0.0.1:3/", "https://a.test"):
+                "https://[2001:DB8::1]/p", "http://127.0.0.1:3/", "https://a.test", "http://a.test?q=/x"):
         url = normalize_url(raw)
         assert origin_of_normalized(url) == split_origin(url), raw
+        assert origin_text_of_normalized(url) == str(split_origin(url)), raw
 
 
 @settings(max_examples=300, deadline=None)

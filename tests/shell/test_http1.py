@@ -377,3 +377,26 @@ def test_closing_the_fetcher_ends_requests_waiting_for_a_slot():
     holder, waiter, still_open, s = run(go())
     assert (holder.status, holder.error) == (0, "reset")
     assert (waiter.status, waiter.error) == (0, "not_sent") and still_open == 0 and len(s.requests) == 1
+
+
+def test_an_exchange_reads_the_same_wherever_the_chunks_split():
+    from courtly.shell.http1 import Exchange
+
+    wire = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 10\r\n\r\n"
+            b"0123456789")
+
+    def read(chunks):
+        loop = asyncio.new_event_loop()
+        try:
+            x = Exchange(loop, 1 << 20, 1 << 16, 100)
+            for c in chunks:
+                x.feed(c)
+            return x.status, x.head, list(x.headers.items()), b"".join(x.chunks), x.complete, x.dirty, x.error
+        finally:
+            loop.close()
+
+    whole = read([wire])
+    assert whole == (200, wire[25:-10], [("X-A", "1"), ("Content-Length", "10")], b"0123456789", True, False, None)
+    for i in range(1, len(wire)):
+        for j in range(i, len(wire), 7):
+            assert read([wire[:i], wire[i:j], wire[j:]]) == whole, (i, j)

@@ -161,6 +161,7 @@ def _any_date(text: str | None) -> float | None:
 
 # ---- XML ----------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=256)   # a document repeats a few tags
 def _local(tag: str) -> str:
     return tag[tag.rfind("}") + 1:]
 

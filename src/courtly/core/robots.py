@@ -195,18 +195,20 @@ class RobotsRules:
 
     groups: tuple[RobotsGroup, ...] = ()
     sitemaps: tuple[str, ...] = ()
-    # token -> (its groups, their rules as (pattern length, allow, matcher)):
-    # asked for every URL of the origin, with the crawler's one token
+    # token -> (its groups, their rules as (pattern length, allow, matcher),
+    # their crawl-delay): asked for every URL of the origin, with the
+    # crawler's one token
     _by_token: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def _for(self, token: str) -> tuple[tuple[RobotsGroup, ...], tuple[tuple[int, bool, Any], ...]]:
+    def _for(self, token: str) -> tuple[tuple[RobotsGroup, ...], tuple[tuple[int, bool, Any], ...], float | None]:
         got = self._by_token.get(token)
         if got is None:
             groups = self._groups_for(token)
             rules = tuple((len(r.pattern), r.allow, r.matches) for g in groups for r in g.rules)
+            delays = [g.crawl_delay_s for g in groups if g.crawl_delay_s is not None]
             if len(self._by_token) >= _TOKENS_CACHED_MAX:
                 self._by_token.clear()
-            got = self._by_token[token] = (groups, rules)
+            got = self._by_token[token] = (groups, rules, max(delays) if delays else None)
         return got
 
     def groups_for(self, token: str) -> tuple[RobotsGroup, ...]:
@@ -234,8 +236,7 @@ class RobotsRules:
 
     def crawl_delay(self, token: str) -> float | None:
         """The largest crawl-delay among the groups that apply to `token`."""
-        delays = [g.crawl_delay_s for g in self.groups_for(token) if g.crawl_delay_s is not None]
-        return max(delays) if delays else None
+        return self._for(token)[2]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -450,6 +451,10 @@ class RobotsView:
         return Reason.ROBOTS_UNREACHABLE if self.unreachable else Reason.ROBOTS
 
 
+_NEED_FETCH = RobotsView(RobotsState.NEED_FETCH)
+_FETCHING = RobotsView(RobotsState.FETCHING)
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     phase: Phase
@@ -487,6 +492,7 @@ class RobotsBook:
         self.cache_s, self.retry_s_min, self.retry_s_max = cache_s, retry_s_min, retry_s_max
         self.fetch_timeout_s, self.stale_s_max = fetch_timeout_s, stale_s_max
         self._entries: dict[str, _Entry] = {}
+        self._fresh_views: dict[str, RobotsView] = {}   # origin -> the view of its fresh copy
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -496,19 +502,24 @@ class RobotsBook:
         return Phase.ABSENT if e is None else e.phase
 
     def lookup(self, origin: str | Origin, now: float) -> RobotsView:
-        e = self._settle(str(origin), now)
+        key = str(origin)
+        e = self._settle(key, now)
         if e is None or e.phase is Phase.ABSENT:
-            return RobotsView(RobotsState.NEED_FETCH)
+            return _NEED_FETCH
         if e.phase is Phase.FETCHING:
-            return RobotsView(RobotsState.FETCHING)
+            return _FETCHING
         if e.phase is Phase.FRESH:
             assert e.expires_at is not None and e.good is not None
             if now >= e.expires_at:
-                return RobotsView(RobotsState.NEED_FETCH)
-            return RobotsView(RobotsState.READY, e.good, expires_at=e.expires_at)
+                return _NEED_FETCH
+            # asked for every URL: the view of a fresh copy is made once per copy
+            view = self._fresh_views.get(key)
+            if view is None or view.rules is not e.good or view.expires_at != e.expires_at:
+                view = self._fresh_views[key] = RobotsView(RobotsState.READY, e.good, expires_at=e.expires_at)
+            return view
         assert e.retry_at is not None
         if now >= e.retry_at:
-            return RobotsView(RobotsState.NEED_FETCH)
+            return _NEED_FETCH
         if not e.blocked and e.good is not None and e.good_at is not None and now - e.good_at <= self.stale_s_max:
             return RobotsView(RobotsState.READY, e.good, retry_at=e.retry_at)
         return RobotsView(RobotsState.READY, DISALLOW_ALL, retry_at=e.retry_at, unreachable=True)
@@ -535,6 +546,7 @@ class RobotsBook:
 
     def forget(self, origin: str | Origin) -> None:
         self._entries.pop(str(origin), None)
+        self._fresh_views.pop(str(origin), None)
 
     def prune(self, now: float) -> int:
         """Drop good copies too old to be reused; returns how many."""
@@ -545,6 +557,7 @@ class RobotsBook:
         ]
         for k in old:
             del self._entries[k]
+            self._fresh_views.pop(k, None)
         return len(old)
 
     def snapshot(self, origin: str | Origin) -> dict[str, Any] | None:

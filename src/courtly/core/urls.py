@@ -545,6 +545,12 @@ def origin_of_normalized(url: str) -> Origin:
     return _origin_of(url[:start], url[start + 3:end] if end >= 0 else url[start + 3:])
 
 
+def origin_text_of_normalized(url: str) -> str:
+    """`str(split_origin(url))` for a URL that `normalize_url` returned: its
+    ``scheme://host[:port]``, which is how it is written there."""
+    return url[: url.index("/", url.index("://") + 3)]
+
+
 def split_origin(url: str) -> Origin:
     """scheme, canonical host (IPv6 without brackets) and port of an http(s) URL."""
     scheme, host, port, _, _ = _http_parts(url)

@@ -50,6 +50,7 @@ from courtly.core.urls import (
     UrlError,
     normalize_url,
     origin_of_normalized,
+    origin_text_of_normalized,
     politeness_key,
     resolve_url,
     split_origin,
@@ -405,7 +406,7 @@ class Crawler:
             self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
             return "done"
         origin = origin_of_normalized(item.url)   # queued URLs are normalised
-        origin_s = str(origin)
+        origin_s = origin_text_of_normalized(item.url)
         # The address check comes first: a non-public target gets no request at
         # all, not even for its robots.txt.
         try:
@@ -472,7 +473,9 @@ class Crawler:
 
     async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
         """One request under the key's and the IP's limits. None if the lease was lost."""
-        lock = self._key_locks.setdefault(key, asyncio.Lock())
+        lock = self._key_locks.get(key)
+        if lock is None:
+            lock = self._key_locks[key] = asyncio.Lock()
         async with lock:
             while True:
                 now = self.clock.now()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from courtly import __version__
 from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
 from courtly.core.types import Reason, UrlItem
-from courtly.core.urls import split_origin
+from courtly.core.urls import host_of_normalized, origin_text_of_normalized
 from courtly.runtime.recrawl import XML_TYPES
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class Results:
         c = self.c
         now = c.clock.now()
         status = result.status
-        why = "feed" if status and is_xml(result, item.url) else item.kind
+        xml = bool(status) and is_xml(result, item.url)
+        why = "feed" if xml else item.kind
         c.stats.by_reason[why] = c.stats.by_reason.get(why, 0) + 1
         if status == 0 or status >= 500 or status == 429:
             if status:
@@ -132,7 +133,7 @@ class Results:
             c.batch.fetched.append((now, status, item.url))
             return "done"
         if 200 <= status < 300 and result.content and not result.error:
-            if is_xml(result, item.url):
+            if xml:
                 self.read_hints(item, result.content, now)
                 c.batch.fetched.append((now, status, item.url))
                 return "done"
@@ -182,7 +183,7 @@ class Results:
         if content_hash == "":
             content_hash = payload_digest(result.content or result.body or b"")
         headers = result.headers or {}
-        c.recrawl.fetched(item.url, split_origin(item.url).host, item.depth, now, status=result.status,
+        c.recrawl.fetched(item.url, host_of_normalized(item.url), item.depth, now, status=result.status,
                              content_hash=content_hash, etag=headers.get("etag"),
                              last_modified=headers.get("last-modified"), batch=c.batch)
 
@@ -192,17 +193,16 @@ class Results:
         unknown, _taken = c.recrawl.hints(content, now)
         if c.cfg.crawl.intent == "monitor":
             return   # a watch list: no discovery
-        for url in unknown:
-            c.admission.admit(url, via=item.url, band=3, depth=item.depth + 1, now=now)
+        c.admission.admit_many(unknown, via=item.url, band=3, depth=item.depth + 1, now=now)
 
     async def extract(self, item: UrlItem, result) -> None:
         c = self.c
         ctype = result.headers.get("content-type", "") if result.headers else ""
         xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
-        origin = split_origin(item.url)
+        origin = origin_text_of_normalized(item.url)   # queued URLs are normalised
         try:
             page = await c.extractor.submit(result.content, item.url, ctype, xrt,
-                                            error_print=c.budget.wants_error_print(str(origin)))
+                                            error_print=c.budget.wants_error_print(origin))
         finally:
             self.extracting.discard(item.url)
             self._wake_one()
@@ -212,7 +212,7 @@ class Results:
             c.batch.dead_letters.append((item.url, now, getattr(page, "reason", "extract failed")))
         else:
             judged = c.budget.page(
-                url=item.url, key=item.key, host=origin.host, origin=str(origin), content=result.content,
+                url=item.url, key=item.key, host=host_of_normalized(item.url), origin=origin, content=result.content,
                 content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)
             if c.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)

@@ -58,6 +58,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from courtly.core.netpolicy import parse_ip
+from courtly.core.urlfast import common_match
 from courtly.shell.decode import decode_body
 from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
@@ -346,13 +347,32 @@ def _default_context() -> ssl.SSLContext:
 
 def _split_url(url: str) -> tuple[str, str, int, str, str]:
     """(scheme, normalised host, port, Host header value, request target)."""
+    m = common_match(url)
+    if m is not None and m.group(6) is None:
+        # The common spelling (`courtly.core.urlfast`), which every URL the
+        # crawler queues is in: a lowercase DNS name that is no A-label (or a
+        # dotted quad), a decimal port, a path and query of safe ASCII. Read
+        # off the match; the same answer as `_split_url_parsed` (tests/shell/
+        # test_fetcher_split.py) for a quarter of its CPU (1.4 against 5.1 us).
+        scheme, host, port_text, path, query, _ = m.groups()
+        default = _DEFAULT_PORT[scheme]
+        port = default if port_text is None else int(port_text)
+        target = path or "/"
+        if query:
+            target = f"{target}?{query}"
+        return scheme, host, port, host if port == default else f"{host}:{port}", target
+    return _split_url_parsed(url)
+
+
+def _split_url_parsed(url: str) -> tuple[str, str, int, str, str]:
+    """`_split_url` of any URL, by yarl."""
     try:
         u = URL(url, encoded=True) if url.isascii() and " " not in url else URL(url)
         scheme, raw_host, port = u.scheme, u.raw_host, u.port
         host_header = u.host_port_subcomponent if u.explicit_port not in (None, _DEFAULT_PORT.get(scheme)) \
             else (f"[{raw_host}]" if raw_host and ":" in raw_host else raw_host)
         target = u.raw_path_qs or "/"
-    except (ValueError, TypeError, UnicodeError) as exc:
+    except (ValueError, TypeError, UnicodeError, IndexError) as exc:   # IndexError: yarl on "http://[::1]@"
         raise _Failed("invalid_url", _describe(exc)) from None
     if scheme not in _DEFAULT_PORT or not raw_host or port is None:
         raise _Failed("invalid_url", f"not an absolute http(s) URL: {url!r}")

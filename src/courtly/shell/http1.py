@@ -83,9 +83,16 @@ class Exchange:
                 self._parse(data)
                 return
             buf = self.head_buf
-            start = len(buf) - 3 if len(buf) > 3 else 0
-            buf += data
-            end = buf.find(b"\r\n\r\n", start)
+            if buf:   # the head began in an earlier chunk
+                start = len(buf) - 3 if len(buf) > 3 else 0
+                buf += data
+                whole: bytes | bytearray = buf
+                end = buf.find(b"\r\n\r\n", start)
+            else:     # most heads come whole in one chunk: not copied into head_buf
+                whole = data
+                end = data.find(b"\r\n\r\n")
+                if end < 0:
+                    buf += data
             if end < 0:
                 if len(buf) > self.head_cap:
                     self.fail("too_large_headers", f"response head over {self.head_cap} bytes")
@@ -96,17 +103,17 @@ class Exchange:
             if end > self.head_cap:
                 self.fail("too_large_headers", f"response head is {end} bytes, over {self.head_cap}")
                 return
-            k = end - (len(buf) - len(data))  # where the head ends in `data`
+            k = end - (len(whole) - len(data))  # where the head ends in `data`
             self._parse(data[:k])  # may end the message too (no body)
             if self.error is not None:
                 return
             if self.interim:  # a 1xx head: skip it, the final head follows
                 self.interim = False
-                self.head_buf = bytearray()
             else:
-                self.head = bytes(buf[:end])
-                self.head_buf = bytearray()
+                self.head = bytes(whole[:end])
                 self.head_done = True
+            if buf:
+                self.head_buf = bytearray()
             data = data[k:]
             if data and self.ended:  # bytes beyond a message without body
                 self.dirty = True
