@@ -256,7 +256,7 @@ def test_robots_longest_match_wins_and_allow_wins_ties(lines: list[tuple[bool, s
     path = "/" + path
     if path.split("?", 1)[0] == "/robots.txt" or group is None:
         return
-    from courtly.core.robots import _normalize  # the one form both sides are compared in
+    from courtly.core.robots_txt import _normalize  # the one form both sides are compared in
 
     norm = _normalize(path, pattern=False)
     hits = [(len(r.pattern), r.allow) for r in group.rules if _oracle(r.pattern).match(norm)]
