@@ -97,3 +97,59 @@ def test_a_nofollow_refusal_is_not_seen_even_after_a_restart(tmp_path):
     s.apply(Batch(new_urls=[_new("http://a.test/n")]))        # a plain link turns it into a queued URL
     assert s.has_url("http://a.test/n")
     s.close()
+
+
+def test_digests_come_back_in_capture_order(tmp_path):
+    # appended, not keyed by digest: the first capture of each payload is read first
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(digests=[("sha256:ff", "http://a.test/1", 1.0, ""), ("sha256:00", "http://a.test/2", 2.0, "")]))
+    s.apply(Batch(digests=[("sha256:77", "http://a.test/3", 3.0, "<urn:3>")]))
+    s.close()
+    s = SqliteStore(tmp_path / "c.db")
+    assert list(s.iter_digests()) == [("sha256:ff", "http://a.test/1", 1.0, ""),
+                                      ("sha256:00", "http://a.test/2", 2.0, ""),
+                                      ("sha256:77", "http://a.test/3", 3.0, "<urn:3>")]
+
+
+def test_a_folder_with_the_digest_keyed_table_of_before_keeps_working(tmp_path):
+    db = sqlite3.connect(tmp_path / "c.db")
+    db.execute("CREATE TABLE digests (digest TEXT PRIMARY KEY, url TEXT NOT NULL, at REAL NOT NULL,"
+               " record_id TEXT NOT NULL) WITHOUT ROWID")
+    db.execute("INSERT INTO digests VALUES ('sha256:aa', 'http://a.test/old', 1.0, '')")
+    db.commit()
+    db.close()
+    s = SqliteStore(tmp_path / "c.db")
+    s.apply(Batch(digests=[("sha256:aa", "http://a.test/again", 2.0, ""), ("sha256:bb", "http://a.test/new", 3.0, "")]))
+    assert sorted(s.iter_digests()) == [("sha256:aa", "http://a.test/old", 1.0, ""),
+                                        ("sha256:bb", "http://a.test/new", 3.0, "")]
+
+
+_KILLED_AFTER_COMMITS = """
+import os, signal, sys
+from courtly.shell.store.sqlite import Batch, SqliteStore
+s = SqliteStore(sys.argv[1])
+for i in range(50):
+    s.apply(Batch(new_urls=[("http://a.test/%d/%d" % (i, j), "a.test", 4, 1, 0, "", 1.0) for j in range(200)],
+                  hosts={"a.test": {"fetches": i}}))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_commits_not_yet_checkpointed_survive_kill_9(tmp_path):
+    # checkpoints wait for WAL_CHECKPOINT_PAGES: what was committed lives in the WAL until then
+    import os
+    import subprocess
+    import sys
+
+    from courtly.shell.store.sqlite import WAL_CHECKPOINT_PAGES
+
+    path = tmp_path / "c.db"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, "-c", _KILLED_AFTER_COMMITS, str(path)], env=env, timeout=120)
+    assert run.returncode == -9
+    wal = path.with_name("c.db-wal")
+    assert wal.stat().st_size > 0        # killed with commits in the WAL
+    s = SqliteStore(path)
+    assert s._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_CHECKPOINT_PAGES
+    assert s.counts()["states"] == {"queued": 50 * 200}
+    assert s.hosts() == {"a.test": {"fetches": 49}}
