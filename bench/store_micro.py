@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import random
 import shutil
@@ -31,7 +32,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+if importlib.util.find_spec("courtly") is None:    # PYTHONPATH picks the tree to measure
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from courtly.shell.store.sqlite import Batch, SqliteStore  # noqa: E402
 
