@@ -120,7 +120,7 @@ def wchar() -> int:
     return 0
 
 
-def one_round(batches: list[Batch], pages: int) -> tuple[float, float, float]:
+def one_round(batches: list[Batch], pages: int) -> tuple[float, float, float, float]:
     folder = Path(tempfile.mkdtemp(prefix="courtly-store-micro-"))
     try:
         store = SqliteStore(folder / "crawl.db")
@@ -129,10 +129,11 @@ def one_round(batches: list[Batch], pages: int) -> tuple[float, float, float]:
             store.apply(b)
         t1, w1 = os.times(), wchar()
         store.close()
+        size = sum(f.stat().st_size for f in folder.iterdir())
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     cpu = (t1.user - t0.user) + (t1.system - t0.system)
-    return cpu / pages * 1e6, (t1.system - t0.system) / pages * 1e6, (w1 - w0) / 1e6
+    return cpu / pages * 1e6, (t1.system - t0.system) / pages * 1e6, (w1 - w0) / 1e6, size / 1e6
 
 
 def main() -> int:
@@ -160,7 +161,8 @@ def main() -> int:
         if time.monotonic() - started > 300:
             break
     best = min(results)
-    print(f"store apply: {best[0]:.1f} us CPU per page (sys {best[1]:.1f}), {best[2]:.0f} MB written;"
+    print(f"store apply: {best[0]:.1f} us CPU per page (sys {best[1]:.1f}), {best[2]:.0f} MB written,"
+          f" crawl.db {best[3]:.0f} MB;"
           f" rounds: {', '.join(f'{r[0]:.1f}' for r in results)}")
     return 0
 
