@@ -191,3 +191,10 @@ def test_queued_reads_and_purges_work_on_either_table_shape(db):
     assert counts == {"queued": 2, "other": 1}
     assert [r[0] for r in s.iter_queued()] == ["http://b.test/x"]
     assert s.url_record("http://a.test/p/1")["reason"] == "purged"
+
+
+def test_a_digest_twice_in_a_batch_keeps_its_first_capture(db):
+    s = SqliteStore(db)
+    s.apply(Batch(digests=[("sha1:X", "http://a.test/1", 2.0, "<urn:1>"), ("sha1:X", "http://a.test/2", 3.0, "<urn:2>"),
+                           ("sha1:Y", "http://a.test/3", 3.0, "")]))
+    assert sorted(s.iter_digests()) == [("sha1:X", "http://a.test/1", 2.0, "<urn:1>"), ("sha1:Y", "http://a.test/3", 3.0, "")]

@@ -115,6 +115,20 @@ CREATE TABLE IF NOT EXISTS purges (             -- takedowns (courtly purge), in
 """
 
 
+def _first_per_digest(rows: list[tuple]) -> list[tuple]:
+    """A batch's digest rows, the first of each digest only (the appended
+    table does not ignore a repeat by itself). A digest repeated across
+    batches, which happens only once the crawl's ExactDupIndex is full, is
+    kept: the reader's index takes the first row it meets."""
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
+    return out
+
+
 class StoreError(Exception):
     """The crawl folder's database cannot be used (one-line message)."""
 
@@ -199,7 +213,7 @@ class SqliteStore:
             if b.flags:
                 db.executemany("INSERT INTO flags VALUES (?, ?, ?, ?)", b.flags)
             if b.digests:
-                db.executemany("INSERT OR IGNORE INTO digests VALUES (?, ?, ?, ?)", b.digests)
+                db.executemany("INSERT OR IGNORE INTO digests VALUES (?, ?, ?, ?)", _first_per_digest(b.digests))
             if b.simhashes:
                 db.executemany("INSERT INTO simhashes(doc_id, fp, scope) VALUES (?, ?, ?)", b.simhashes)
             if b.histories:
