@@ -16,7 +16,14 @@ fetched again: at-least-once) or fetched with all its links queued.
 
 Rules: URL inserts are `INSERT OR IGNORE` (the primary key is the exact
 URL-seen test); a decision may arrive for a URL that has no row yet; nothing
-is ever deleted. Schema changes bump `SCHEMA_VERSION` with a migration.
+is ever deleted. Schema changes bump `SCHEMA_VERSION` with a migration, unless
+both shapes serve the same statements (the urls and digests tables: keyed
+before, appended now; folders keep the shape they were made with).
+
+Cost: a commit is paid per page it dirties (a WAL frame, later a checkpoint
+copy), and URL-keyed inserts land on random pages; tables read back only
+whole are appended, and checkpoints wait for `WAL_CHECKPOINT_PAGES`
+(`bench/store_micro.py`, docs/performance.md "Session 5").
 """
 
 from __future__ import annotations
@@ -32,10 +39,28 @@ from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of
 
 SCHEMA_VERSION = 1
 
+# A commit's random inserts (URLs, their queued index, digests, fetch log
+# index) dirty ~1,000-2,000 pages: SQLite's default checkpoint at 1,000 WAL
+# pages ran after every commit and copied each page to the database file the
+# same 0.5 s it was written. At 10,000 pages (~40 MB of WAL) one checkpoint
+# serves ~5 commits and copies a page rewritten by several of them once
+# (bench/store_micro.py: ~20 % less CPU per commit). Durability is the WAL's,
+# as before: a checkpoint only moves committed pages.
+WAL_CHECKPOINT_PAGES = 10_000
+
+# json.dumps' text, without building an encoder per call (~1.5 us of ~5 per host row)
+_encode = json.JSONEncoder(check_circular=False).encode
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+-- Rows are appended (rowid) and the URL is a unique index: a new URL costs a
+-- narrow index entry on a random page instead of its whole row, and the
+-- queued index holds rowids instead of URLs (bench/store_micro.py: ~12 % less
+-- CPU per commit in S1, ~17 % at 700,000 URLs; the file ~8 % larger). Folders
+-- from before keep their table keyed by URL (WITHOUT ROWID); the statements
+-- below serve both shapes.
 CREATE TABLE IF NOT EXISTS urls (
-    url TEXT PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,
     key TEXT NOT NULL,
     state TEXT NOT NULL,            -- queued | fetched | skipped | failed
     band INTEGER NOT NULL DEFAULT 4,
@@ -48,7 +73,7 @@ CREATE TABLE IF NOT EXISTS urls (
     status INTEGER,
     reason TEXT,
     detail TEXT
-) WITHOUT ROWID;
+);
 -- queued URLs per key in band order: the frontier reads back the URLs it keeps
 -- only here (runtime/overflow), and resume scans all of them
 CREATE INDEX IF NOT EXISTS urls_queued_key ON urls(key, band, discovered_at) WHERE state = 'queued';
@@ -72,8 +97,12 @@ CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, re
 CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404, per fetch
     url TEXT NOT NULL, at REAL NOT NULL, flag TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS flags_url ON flags(url);
-CREATE TABLE IF NOT EXISTS digests (            -- first capture of each payload (exact dedup)
-    digest TEXT PRIMARY KEY, url TEXT NOT NULL, at REAL NOT NULL, record_id TEXT NOT NULL) WITHOUT ROWID;
+-- first capture of each payload (exact dedup), in the order captured: read
+-- back whole at start, never looked up, so appended (a table keyed by digest
+-- took a random page per fetched page). Folders from before keep their keyed
+-- table; the same statements serve both.
+CREATE TABLE IF NOT EXISTS digests (
+    digest TEXT NOT NULL, url TEXT NOT NULL, at REAL NOT NULL, record_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS histories (          -- change history per URL (recrawl scheduler)
     url TEXT PRIMARY KEY, host TEXT NOT NULL, tier INTEGER NOT NULL, depth INTEGER NOT NULL,
     history TEXT NOT NULL) WITHOUT ROWID;
@@ -84,6 +113,20 @@ CREATE TABLE IF NOT EXISTS purges (             -- takedowns (courtly purge), in
     at REAL NOT NULL,               -- recorded
     applied_at REAL);               -- taken up by a running crawl (NULL: none was running)
 """
+
+
+def _first_per_digest(rows: list[tuple]) -> list[tuple]:
+    """A batch's digest rows, the first of each digest only (the appended
+    table does not ignore a repeat by itself). A digest repeated across
+    batches, which happens only once the crawl's ExactDupIndex is full, is
+    kept: the reader's index takes the first row it meets."""
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
+    return out
 
 
 class StoreError(Exception):
@@ -100,6 +143,7 @@ class SqliteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.execute("PRAGMA cache_size=-65536")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
             self._db.executescript(_SCHEMA)
             self._migrate()
         except (sqlite3.Error, OSError) as e:
@@ -157,19 +201,19 @@ class SqliteStore:
             if b.hosts:
                 db.executemany(
                     "INSERT OR REPLACE INTO hosts VALUES (?, ?)",
-                    [(k, json.dumps(v)) for k, v in b.hosts.items()],
+                    [(k, _encode(v)) for k, v in b.hosts.items()],
                 )
             if b.robots:
                 db.executemany(
                     "INSERT OR REPLACE INTO robots VALUES (?, ?)",
-                    [(k, json.dumps(v)) for k, v in b.robots.items()],
+                    [(k, _encode(v)) for k, v in b.robots.items()],
                 )
             if b.dead_letters:
                 db.executemany("INSERT INTO dead_letters VALUES (?, ?, ?)", b.dead_letters)
             if b.flags:
                 db.executemany("INSERT INTO flags VALUES (?, ?, ?, ?)", b.flags)
             if b.digests:
-                db.executemany("INSERT OR IGNORE INTO digests VALUES (?, ?, ?, ?)", b.digests)
+                db.executemany("INSERT OR IGNORE INTO digests VALUES (?, ?, ?, ?)", _first_per_digest(b.digests))
             if b.simhashes:
                 db.executemany("INSERT INTO simhashes(doc_id, fp, scope) VALUES (?, ?, ?)", b.simhashes)
             if b.histories:
