@@ -235,3 +235,42 @@ def test_pool_computes_the_budget_fingerprints_beside_the_links():
     # a page of a host that is not soft: the soft-404 half is left out
     assert honest_host_page.prints == (simhash64(text), None)
     assert honest_host_page.links == page.links
+
+
+def test_a_worker_ready_before_its_connection_await_resumes_gets_work_on_its_transport():
+    """The READY frame can be read in the loop turn the connection is made,
+    before `create_unix_connection` returns: the worker's transport must be
+    known by then, or dispatching to it fails (seen at start-up under load)."""
+    import marshal
+
+    from courtly.shell import extract as extract_mod
+    from courtly.shell.extract_worker import HEADER, READY
+
+    class _Transport:
+        def __init__(self) -> None:
+            self.written: list[bytes] = []
+
+        def writelines(self, frames) -> None:
+            self.written.extend(frames)
+
+        def close(self) -> None:
+            pass
+
+    async def scenario() -> list[bytes]:
+        pool = ExtractPool(1, task_s_max=30.0)
+        worker = extract_mod._Worker(process=None, pid=0)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        task = extract_mod._Task(1, "http://a.test/", marshal.dumps((1, "http://a.test/")), loop.create_future())
+        pool._queue.append(task)
+        pool._workers.append(worker)
+        protocol = extract_mod._WorkerProtocol(pool, worker)
+        transport = _Transport()
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        ready = marshal.dumps(READY)
+        protocol.data_received(HEADER.pack(len(ready)) + ready)
+        if worker.timer is not None:
+            worker.timer.cancel()
+        return transport.written
+
+    written = asyncio.run(scenario())
+    assert written and written[-1] == marshal.dumps((1, "http://a.test/"))

@@ -127,6 +127,11 @@ class _WorkerProtocol(asyncio.Protocol):
         self.worker = worker
         self.buffer = bytearray()
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # Here, not after `create_unix_connection` returns: the worker's READY
+        # may be read (and work dispatched to it) before that await resumes.
+        self.worker.transport = transport  # type: ignore[assignment]
+
     def data_received(self, data: bytes) -> None:
         self.buffer += data
         while len(self.buffer) >= HEADER.size:
