@@ -38,27 +38,24 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from courtly.config import Config
-from courtly.core.hints import sitemap_locations
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
-from courtly.core.robots import RobotsBook, RobotsFailed, RobotsFetched, RobotsState
+from courtly.core.robots import RobotsBook, RobotsState
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import (
     NormalizeRules,
-    UrlError,
-    normalize_url,
     origin_of_normalized,
     origin_text_of_normalized,
     politeness_key,
-    resolve_url,
     split_origin,
 )
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
+from courtly.runtime.requests import LeaseRequests, path_of
 from courtly.runtime.results import Results
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
@@ -69,7 +66,6 @@ __all__ = ["Crawler", "CrawlStats"]
 log = logging.getLogger("courtly")
 
 SEED_BAND = 1
-SITEMAPS_PER_ORIGIN_MAX = 20
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
 # A lease task gives its host back to the frontier, rest of the batch and
@@ -97,7 +93,7 @@ class CrawlStats:
     by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
 
 
-class Crawler:
+class Crawler(LeaseRequests):
     def __init__(self, cfg: Config, *, clock, resolver, fetcher, warc, store, extractor) -> None:
         self.cfg = cfg
         self.clock = clock
@@ -431,7 +427,7 @@ class Crawler:
             self._hold[item.key] = self.clock.now() + 5.0
             return "retry-later"
         rules = view.rules
-        reason = view.skip_reason(self.token, _path_of(item.url))
+        reason = view.skip_reason(self.token, path_of(item.url))
         if reason is not None:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"
@@ -471,167 +467,12 @@ class Crawler:
         now = self.clock.now()
         return self.politeness.ready_at(key, now) > now + LEASE_HOLD_S
 
-    async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
-        """One request under the key's and the IP's limits. None if the lease was lost."""
-        lock = self._key_locks.get(key)
-        if lock is None:
-            lock = self._key_locks[key] = asyncio.Lock()
-        async with lock:
-            while True:
-                now = self.clock.now()
-                ready = self.politeness.ready_at(key, now)
-                if ready > now:
-                    await self.clock.sleep_until(ready)
-                    continue
-                ip_ready = self.politeness.ip_ready_at(ip, now, key)
-                if ip_ready is None:
-                    ev = self._ip_waiters.setdefault(ip, asyncio.Event())
-                    ev.clear()
-                    await ev.wait()
-                    continue
-                if ip_ready > now:
-                    await self.clock.sleep_until(ip_ready)
-                    continue
-                if not await self._shared_ip_slot(ip, key):
-                    continue    # waited for a limit shared with other workers: check again
-                break
-            if not self._may_send(key, lease, now):
-                self._shared_ip_done(ip, key, now)
-                return None
-            purge = self.takedowns.match(url)   # the last check before the request leaves
-            if purge is not None:
-                self._shared_ip_done(ip, key, now)
-                raise PurgedNow(purge)
-            self._in_flight[url] = self._in_flight.get(url, 0) + 1
-            self.politeness.started(key, now)
-            ip_token = self.politeness.ip_started(ip, now, key)
-            self.stats.in_flight += 1
-            for o in self.observers:
-                o.on_request(url, ip)
-            try:
-                result = await self.fetcher.fetch(url, ip=ip, headers=headers)
-            finally:
-                n = self._in_flight.pop(url, 1) - 1
-                if n > 0:
-                    self._in_flight[url] = n
-                self.stats.in_flight -= 1
-                done = self.clock.now()
-                # the window is measured from completion: it bounds when it arrived
-                self.politeness.ip_finished(ip, ip_token, done)
-                self._shared_ip_done(ip, key, done)
-                ev = self._ip_waiters.get(ip)
-                if ev is not None:
-                    ev.set()
-            for o in self.observers:
-                o.on_response(result)
-            self.politeness.finished(
-                key, done, response_s=result.elapsed_s, status=result.status,
-                retry_after=result.headers.get("retry-after") if result.headers else None,
-            )
-            self.batch.hosts[key] = self.politeness.key(key).snapshot()
-            if result.status in (429, 503):
-                # A back-off must survive kill -9: commit now, not at the next tick
-                # (what remains is the few microseconds of this synchronous step).
-                self.commit()
-            return result
-
     # ---- hooks (runtime/worker.py: the distributed worker) -----------------------
 
     def _idle(self) -> bool:
         """Nothing left to do: the run ends (a worker waits for more instead)."""
         return len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
 
-    def _may_send(self, key: str, lease: Lease | None, now: float) -> bool:
-        """The last check before a request leaves: the host batch is still ours."""
-        return lease is None or self.frontier.renew(lease.lease_id, now)
-
-    async def _shared_ip_slot(self, ip: str, key: str) -> bool:
-        """A request slot on `ip` under limits shared with other workers: True
-        when held, False after a wait (the caller checks everything again)."""
-        return True
-
-    def _shared_ip_done(self, ip: str, key: str, now: float) -> None:
-        """The request that held the shared slot on `ip` is over at `now`."""
-
-    async def _probe_soft404(self, origin: str, rules, key: str, ip: str, lease: Lease) -> bool:
-        """Ask the host once for a path that cannot exist; remember its error answer."""
-        url = self.budget.probe_url(origin)
-        now = self.clock.now()
-        if not rules.allowed(self.token, _path_of(url)):
-            self.budget.record_probe(origin, url, 404, b"", "", now)  # may not ask: assume honest
-            return True
-        try:
-            result = await self._request(url, key, ip, lease, {})
-        except PurgedNow:
-            self.budget.record_probe(origin, url, 404, b"", "", self.clock.now())  # may not ask
-            return True
-        if result is None:
-            return False
-        self.results.archive(url, result, kind="soft404-probe", meta={"probe-origin": origin})
-        ctype = result.headers.get("content-type", "") if result.headers else ""
-        self.budget.record_probe(origin, url, result.status, result.content or b"", ctype, self.clock.now())
-        return True
-
-    # ---- robots.txt -----------------------------------------------------------
-
-    async def _fetch_robots(self, origin: str, key: str, lease: Lease) -> bool:
-        now = self.clock.now()
-        self.robots.fetch_started(origin, now)
-        url = origin + "/robots.txt"
-        hops = 0
-        outcome = None
-        while outcome is None:
-            o = split_origin(url)
-            hop_key = politeness_key(o.host, self.cfg.crawl.politeness_key)
-            try:
-                ip = (await self.resolver.resolve(o.host))[0]
-            except Exception as e:
-                if not isinstance(getattr(e, "reason", None), Reason):
-                    raise
-                outcome = RobotsFailed("non_public" if e.reason == Reason.NON_PUBLIC else "dns")
-                break
-            try:
-                result = await self._request(url, hop_key, ip, lease if hop_key == key else None, {})
-            except PurgedNow:
-                outcome = RobotsFailed("network")   # may not ask: disallow all, retried later
-                break
-            if result is None:
-                return False
-            self.stats.robots_fetched += 1
-            self.results.archive(url, result, kind="robots", meta={"robots-origin": origin})
-            if result.status == 0:
-                outcome = RobotsFailed("timeout" if result.error == "timeout" else "network")
-            elif 300 <= result.status < 400 and result.headers.get("location"):
-                hops += 1
-                if hops > self.cfg.fetch.redirects_max:
-                    outcome = RobotsFailed("too_many_redirects")
-                    break
-                try:
-                    url = normalize_url(resolve_url(url, result.headers["location"]), self.rules)
-                except UrlError:
-                    outcome = RobotsFetched(404, b"", hops)  # unusable redirect: unavailable
-            else:
-                outcome = RobotsFetched(result.status, result.content or b"", hops)
-        done = self.clock.now()
-        self.robots.fetch_finished(origin, done, outcome)
-        self.batch.robots[origin] = self.robots.snapshot(origin)
-        view = self.robots.lookup(origin, done)
-        if view.rules is not None and self.cfg.crawl.intent != "monitor":
-            # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops);
-            # a search crawl also tries the conventional /sitemap.xml when none is named
-            sitemaps = sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX)
-            if not sitemaps and self.cfg.crawl.intent == "search":
-                sitemaps = [origin + "/sitemap.xml"]
-            for sitemap in sitemaps:
-                self.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
-        return True
-
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]
     return min(present) if present else None
-
-
-def _path_of(url: str) -> str:
-    rest = url.split("://", 1)[1]
-    i = rest.find("/")
-    return rest[i:] if i >= 0 else "/"
