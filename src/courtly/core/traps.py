@@ -89,12 +89,14 @@ import functools
 import hashlib
 import json
 import random
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from courtly.core.types import Decision, Reason
+from courtly.core.trap_state import (
+    ALLOW, HOST_SCOPE, AllowEntry, HostState, Suspect, TemplateStats, TrapConfig, Verdict, host_from_json,
+    host_to_json,
+)
+from courtly.core.types import Reason
 from courtly.core.urlshape import (dates_out_of_range, path_query, path_template, query_shape, query_template,
                                    repeated_run, url_template, without_session, years)
 
@@ -112,143 +114,12 @@ RULES = (
     "confirmed", "length", "segments", "repeated_segments", "session_id", "depth",
     "suspect", "budget", "calendar", "query_combinations", "template", "near_dup", "rate",
 )
-SUSPECT_BAND = 7
 _DAY_S = 86_400
 _OVERFLOW = "{overflow}"
-_HOST_SCOPE = ""
 _SESSION_SCOPE = "rule:session_id"  # only the duplicate copies are denied, nothing more
 
 # the URL-shape helpers under their old names here (tests/core/test_traps.py uses them)
 _path_query, _repeated_run, _years, _without_session = path_query, repeated_run, years, without_session
-
-
-@dataclass(frozen=True, slots=True)
-class AllowEntry:
-    """A negotiated budget exception: `key` may admit `budget` new URLs a
-    day until `expires_at`; `owner` is who asked (kept for the audit)."""
-
-    key: str
-    budget: int
-    owner: str
-    expires_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class TrapConfig:
-    """Thresholds of `TrapGuard` (see the module docstring for each rule)."""
-
-    daily_new_urls_max: int = 50_000
-    allowlist: tuple[AllowEntry, ...] = ()
-    depth_max: int = 16
-    url_length_max: int = 2048
-    path_segments_max: int = 16
-    segment_repeats_max: int = 3
-    calendar_urls_min: int = 3
-    year_min: int = 1900
-    future_years_max: int = 1
-    query_shapes_max: int = 64
-    template_urls_max: int = 1_000
-    template_fetches_min: int = 20
-    template_near_dup_ratio: float = 0.5
-    near_dup_ratio_max: float = 0.8
-    near_dup_window: int = 100
-    rate_window: int = 50
-    rate_warmup_fetches: int = 100
-    rate_floor: float = 20.0
-    rate_factor: float = 10.0
-    suspect_band: int = SUSPECT_BAND
-    suspect_sample_share: float = 0.01
-    templates_max: int = 4_096
-    templates_total_max: int = 250_000    # over all hosts (~250 B each: ~60 MB)
-    session_keys_max: int = 100_000
-    hosts_max: int = 1_000_000
-
-    def __post_init__(self) -> None:
-        positive = ("daily_new_urls_max", "depth_max", "url_length_max", "path_segments_max",
-                    "calendar_urls_min", "query_shapes_max", "template_urls_max",
-                    "template_fetches_min", "near_dup_window", "rate_window", "templates_max", "templates_total_max",
-                    "session_keys_max", "hosts_max")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive")
-        if self.segment_repeats_max < 2:
-            raise ValueError("segment_repeats_max must be at least 2")
-        if not 0.0 < self.near_dup_ratio_max <= 1.0 or not 0.0 < self.template_near_dup_ratio <= 1.0:
-            raise ValueError("near-duplicate ratios must be in (0, 1]")
-        if not 0.0 <= self.suspect_sample_share <= 1.0:
-            raise ValueError("suspect_sample_share must be in [0, 1]")
-        if not 0 <= self.suspect_band <= 7:
-            raise ValueError("suspect_band must be 0..7")
-        for entry in self.allowlist:
-            if entry.budget < 0:
-                raise ValueError(f"allowlist budget must be >= 0: {entry}")
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Outcome of `check_new_url`: allowed (band None: keep yours; 7: the
-    host is a suspect) or denied with a `Reason` and the rule's name."""
-
-    allowed: bool
-    band: int | None = None
-    reason: Reason | None = None
-    rule: str = ""
-    detail: str = ""
-
-    def decision(self, url: str, now: float) -> Decision | None:
-        """The `Decision` to record for a denied URL (None if allowed)."""
-        if self.allowed or self.reason is None:
-            return None
-        return Decision(url, self.reason, f"{self.rule}: {self.detail}" if self.detail else self.rule, now)
-
-
-ALLOW = Verdict(True)
-
-
-@dataclass(frozen=True, slots=True)
-class Suspect:
-    """An open suspicion: `key` looks like a trap by `rule`, since `since`.
-    Scope: "" the whole host, ``template:<t>``, ``path:<t>``, or
-    ``rule:<name>`` for a URL rule that fired on this host."""
-
-    key: str
-    rule: str
-    evidence: str
-    since: float
-    scope: str = _HOST_SCOPE
-
-
-@dataclass(slots=True)
-class _Template:
-    urls: int = 0
-    bad_dates: int = 0
-    fetched: int = 0
-    near_dups: int = 0
-    sample: str = ""
-
-
-@dataclass(slots=True)
-class _Host:
-    day: int = -1
-    day_new: int = 0
-    templates: dict[str, _Template] = field(default_factory=dict)
-    shapes: dict[str, set[str]] = field(default_factory=dict)
-    session_keys: set[int] = field(default_factory=set)
-    dup_window: deque[bool] = field(default_factory=deque)
-    dup_count: int = 0
-    fetches: int = 0
-    new_total: int = 0
-    new_since_fetch: int = 0
-    rate_ring: deque[int] = field(default_factory=deque)
-    rate_sum: int = 0
-    rate_high: bool = False
-    open: dict[tuple[str, str], Suspect] = field(default_factory=dict)
-    # (rule, scope) -> when a human resolved it; dicts keep a stable order
-    muted: dict[tuple[str, str], float] = field(default_factory=dict)
-    confirmed: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    def kept(self) -> bool:
-        return bool(self.open or self.muted or self.confirmed)
 
 
 class TrapGuard:
@@ -257,7 +128,7 @@ class TrapGuard:
     def __init__(self, config: TrapConfig | None = None, rng: random.Random | None = None) -> None:
         self.config = config or TrapConfig()
         self.rng = rng or random.Random(0)  # picks the sample of suspect URLs let through
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HostState] = {}
         self._allow: list[AllowEntry] = list(self.config.allowlist)
         self._host_texts: dict[str, str] = {}   # key -> '"key": {...}' as of the last snapshot_json
         self._touched: set[str] = set()         # keys whose host may differ from its text
@@ -325,7 +196,7 @@ class TrapGuard:
         template = self._template_key(host, url_template(path, query))
         stats = host.templates.get(template)
         if stats is None:
-            stats = host.templates[template] = _Template(sample=url)
+            stats = host.templates[template] = TemplateStats(sample=url)
             self._templates += 1
         stats.fetched += 1
         stats.near_dups += near_dup
@@ -385,7 +256,7 @@ class TrapGuard:
 
     # ---------------------------------------------------------------- URL rules
 
-    def _fenced(self, host: _Host, template: str, path_t: str, path: str, now: float) -> Verdict | None:
+    def _fenced(self, host: HostState, template: str, path_t: str, path: str, now: float) -> Verdict | None:
         """Rules 1 and 7: the URL is in the scope of a confirmed trap, or of
         an open suspicion (bar the random sample let through)."""
         for rule, scope in host.confirmed:
@@ -397,7 +268,7 @@ class TrapGuard:
                     return self._deny(Reason.TRAP, "suspect", f"{rule} ({scope}) under review since {suspect.since:.0f}")
         return None
 
-    def _structural(self, key: str, host: _Host, url: str, split: list[str], stripped: str | None,
+    def _structural(self, key: str, host: HostState, url: str, split: list[str], stripped: str | None,
                     now: float) -> Verdict | None:
         """Rules 3-5; `split` is the path split on "/", `stripped` its `without_session`."""
         cfg = self.config
@@ -421,7 +292,7 @@ class TrapGuard:
                 return self._trap(key, host, "session_id", _SESSION_SCOPE, url, detail, now)
         return None
 
-    def _trap(self, key: str, host: _Host, rule: str, scope: str, url: str, detail: str, now: float) -> Verdict:
+    def _trap(self, key: str, host: HostState, rule: str, scope: str, url: str, detail: str, now: float) -> Verdict:
         self._open(key, host, rule, scope, f"{detail}; e.g. {url}", now)
         return self._deny(Reason.TRAP, rule, detail)
 
@@ -431,7 +302,7 @@ class TrapGuard:
 
     # ---------------------------------------------------------------- counting
 
-    def _admit(self, host: _Host, stripped: str | None) -> None:
+    def _admit(self, host: HostState, stripped: str | None) -> None:
         host.day_new += 1
         host.new_total += 1
         host.new_since_fetch += 1
@@ -439,13 +310,13 @@ class TrapGuard:
             host.session_keys.add(_key64(stripped))
 
     def _count_template(
-        self, key: str, host: _Host, url: str, template: str, path_t: str, path: str, query: str, now: float
+        self, key: str, host: HostState, url: str, template: str, path_t: str, path: str, query: str, now: float
     ) -> bool:
         """Count a discovered URL; True when a host rule fired on it."""
         cfg = self.config
         stats = host.templates.get(template)
         if stats is None:
-            stats = host.templates[template] = _Template(sample=url)
+            stats = host.templates[template] = TemplateStats(sample=url)
             self._templates += 1
         stats.urls += 1
         fired = False
@@ -466,7 +337,7 @@ class TrapGuard:
                                         f"{path_t[5:]}; e.g. {url}", now)
         return self._check_template(key, host, template, stats, now) or fired
 
-    def _template_key(self, host: _Host, template: str) -> str:
+    def _template_key(self, host: HostState, template: str) -> str:
         if template in host.templates:
             return template
         cfg = self.config
@@ -476,7 +347,7 @@ class TrapGuard:
 
     # ---------------------------------------------------------------- host rules
 
-    def _check_template(self, key: str, host: _Host, template: str, stats: _Template, now: float) -> bool:
+    def _check_template(self, key: str, host: HostState, template: str, stats: TemplateStats, now: float) -> bool:
         cfg = self.config
         if stats.urls <= cfg.template_urls_max:
             return False
@@ -491,13 +362,13 @@ class TrapGuard:
                           f"{stats.urls} URLs of {template} ({stats.near_dups}/{stats.fetched} fetched pages "
                           f"near-duplicate) with {why}; e.g. {stats.sample}", now)
 
-    def _check_near_dup(self, key: str, host: _Host, now: float) -> None:
+    def _check_near_dup(self, key: str, host: HostState, now: float) -> None:
         cfg = self.config
         if len(host.dup_window) >= cfg.near_dup_window and host.dup_count > cfg.near_dup_ratio_max * len(host.dup_window):
-            self._open(key, host, "near_dup", _HOST_SCOPE,
+            self._open(key, host, "near_dup", HOST_SCOPE,
                        f"{host.dup_count} of the last {len(host.dup_window)} fetches were near-duplicates", now)
 
-    def _check_rate(self, key: str, host: _Host, now: float) -> None:
+    def _check_rate(self, key: str, host: HostState, now: float) -> None:
         cfg = self.config
         ring = len(host.rate_ring)
         earlier = host.fetches - ring
@@ -508,11 +379,11 @@ class TrapGuard:
         baseline = (host.new_total - host.new_since_fetch - host.rate_sum) / earlier
         if recent >= cfg.rate_floor and recent >= cfg.rate_factor * max(baseline, 1.0):
             host.rate_high = True
-            self._open(key, host, "rate", _HOST_SCOPE,
+            self._open(key, host, "rate", HOST_SCOPE,
                        f"{recent:.1f} new URLs per fetch over the last {ring} fetches, "
                        f"baseline {baseline:.1f}", now)
 
-    def _open(self, key: str, host: _Host, rule: str, scope: str, evidence: str, now: float) -> bool:
+    def _open(self, key: str, host: HostState, rule: str, scope: str, evidence: str, now: float) -> bool:
         """Open a suspicion unless it is open, muted or confirmed already."""
         k = (rule, scope)
         if k in host.open or k in host.muted or k in host.confirmed:
@@ -522,12 +393,12 @@ class TrapGuard:
 
     # ---------------------------------------------------------------- hosts
 
-    def _host(self, key: str, now: float) -> _Host:
+    def _host(self, key: str, now: float) -> HostState:
         """`key`'s state, made most recently used; the caller may change it."""
         self._touched.add(key)
         host = self._hosts.pop(key, None)
         if host is None:
-            host = _Host()
+            host = HostState()
             if len(self._hosts) >= self.config.hosts_max:
                 self._evict()
         self._hosts[key] = host  # most recently used last
@@ -551,7 +422,7 @@ class TrapGuard:
         return {
             "version": 1,
             "allow": self._allow_rows(),
-            "hosts": {key: _host_json(h) for key, h in self._hosts.items()},
+            "hosts": {key: host_to_json(h) for key, h in self._hosts.items()},
         }
 
     def _allow_rows(self) -> list[list[Any]]:
@@ -564,7 +435,7 @@ class TrapGuard:
         for key in self._touched:
             host = self._hosts.get(key)
             if host is not None:
-                texts[key] = json.dumps(key) + ": " + json.dumps(_host_json(host))
+                texts[key] = json.dumps(key) + ": " + json.dumps(host_to_json(host))
         self._touched.clear()
         if len(texts) > len(self._hosts):   # evicted hosts
             self._host_texts = texts = {k: t for k, t in texts.items() if k in self._hosts}
@@ -580,7 +451,7 @@ class TrapGuard:
         for key, budget, owner, expires_at in data["allow"]:
             guard._allow.append(AllowEntry(str(key), int(budget), str(owner), float(expires_at)))
         for key, h in data["hosts"].items():
-            guard._hosts[key] = host = _host_from_json(key, h, guard.config)
+            guard._hosts[key] = host = host_from_json(key, h, guard.config)
             guard._templates += len(host.templates)
         guard._touched.update(guard._hosts)
         return guard
@@ -614,38 +485,3 @@ def _year_of_day(day: int) -> int:
 
 def _year_of(now: float) -> int:
     return _year_of_day(int(now // _DAY_S))
-
-
-# -------------------------------------------------------------------- JSON
-
-
-def _host_json(h: _Host) -> dict[str, Any]:
-    return {
-        "day": h.day, "day_new": h.day_new,
-        "templates": {t: [s.urls, s.bad_dates, s.fetched, s.near_dups, s.sample] for t, s in h.templates.items()},
-        "shapes": {p: sorted(s) for p, s in h.shapes.items()},
-        "session_keys": sorted(f"{k:016x}" for k in h.session_keys),
-        "dup_window": [int(b) for b in h.dup_window],
-        "fetches": h.fetches, "new_total": h.new_total, "new_since_fetch": h.new_since_fetch,
-        "rate_ring": list(h.rate_ring), "rate_high": h.rate_high,
-        "open": [[s.rule, s.scope, s.evidence, s.since] for s in h.open.values()],
-        "muted": [[r, s, at] for (r, s), at in h.muted.items()],
-        "confirmed": [[r, s, at] for (r, s), at in h.confirmed.items()],
-    }
-
-
-def _host_from_json(key: str, d: dict[str, Any], cfg: TrapConfig) -> _Host:
-    h = _Host(day=int(d["day"]), day_new=int(d["day_new"]))
-    h.templates = {t: _Template(int(a), int(b), int(c), int(e), str(s)) for t, (a, b, c, e, s) in d["templates"].items()}
-    h.shapes = {p: set(s) for p, s in d["shapes"].items()}
-    h.session_keys = {int(k, 16) for k in d["session_keys"]}
-    h.dup_window = deque(bool(b) for b in d["dup_window"][-cfg.near_dup_window:])
-    h.dup_count = sum(h.dup_window)
-    h.fetches, h.new_total, h.new_since_fetch = int(d["fetches"]), int(d["new_total"]), int(d["new_since_fetch"])
-    h.rate_ring = deque(int(x) for x in d["rate_ring"][-cfg.rate_window:])
-    h.rate_sum = sum(h.rate_ring)
-    h.rate_high = bool(d["rate_high"])
-    h.open = {(r, s): Suspect(key, r, ev, float(since), s) for r, s, ev, since in d["open"]}
-    h.muted = {(r, s): float(at) for r, s, at in d["muted"]}
-    h.confirmed = {(r, s): float(at) for r, s, at in d["confirmed"]}
-    return h
