@@ -139,17 +139,21 @@ class Admission:
     def admit_many(self, urls: Iterable[str], *, via: str, band: int, depth: int, now: float) -> int:
         """`admit` of each of `urls` (a sitemap's, a feed's), with the duplicate
         fast path of `admit_links`. How many were queued."""
-        cached, cached_old = self._normalized.get, self._normalized_old.get
-        recent, pending = self._recent, self._pending
-        stats = self.c.stats
+        repeat, stats = self._repeat, self.c.stats
         queued = 0
         for raw in urls:
-            url = cached(raw) or cached_old(raw)
-            if url is not None and (url in recent or url in pending):
+            if repeat(raw):
                 stats.duplicates += 1
                 continue
             queued += self.admit(raw, via=via, band=band, depth=depth, now=now)
         return queued
+
+    def _repeat(self, raw: str) -> bool:
+        """`raw` normalises (by the cache) to a URL admitted or seen a moment
+        ago: what `admit` would settle as a duplicate, without its calls. Both
+        sets hold only URLs the seen filter has, so `_is_seen` would say yes."""
+        url = self._normalized.get(raw) or self._normalized_old.get(raw)
+        return url is not None and (url in self._recent or url in self._pending)
 
     def enqueue(self, item: UrlItem, now: float) -> bool:
         """Queue a newly admitted URL (a distributed worker routes it instead);
@@ -203,16 +207,11 @@ class Admission:
         """Queue a page's links; `low_value` pages (near-duplicates, soft-404s) give
         their links the lowest band but one."""
         depth = item.depth + 1
-        # Most links repeat a URL seen a moment ago (~3 new of ~12 a page): one
-        # probe of the normalisation cache and of the recent/pending sets settles
-        # those with no call, as `admit` (or `_refuse_nofollow`) would: both sets
-        # hold only URLs the seen filter has, so `_is_seen` would say yes.
-        cached, cached_old = self._normalized.get, self._normalized_old.get
-        recent, pending = self._recent, self._pending
-        stats = self.c.stats
+        # Most links repeat a URL seen a moment ago (~3 new of ~12 a page):
+        # `_repeat` settles those as `admit` (or `_refuse_nofollow`) would.
+        repeat, stats = self._repeat, self.c.stats
         for link in page.links:
-            url = cached(link.url) or cached_old(link.url)
-            if url is not None and (url in recent or url in pending):
+            if repeat(link.url):
                 if not (page.nofollow or link.nofollow):
                     stats.duplicates += 1
                 continue

@@ -58,6 +58,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from courtly.core.netpolicy import parse_ip
+from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORT
 from courtly.core.urlfast import common_match
 from courtly.shell.decode import decode_body
 from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
@@ -71,7 +72,6 @@ DECODE_INLINE_BYTES_MAX = 1 << 20  # larger encoded bodies are decoded in a thre
 HEADERS_COUNT_MAX = 128
 
 _EMPTY_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
-_DEFAULT_PORT = {"http": 80, "https": 443}
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _BASE_NAMES = ("user-agent", "accept", "accept-encoding")
 
