@@ -23,21 +23,14 @@ from courtly.core.types import UrlItem
 from courtly.runtime.admission import Admission
 from courtly.runtime.crawler import Crawler
 from courtly.shell.store.sqlite import SqliteStore
+from clock_support import ManualClock
 
 T0 = 1_700_000_000.0
 
 
-class _Clock:
-    def now(self) -> float:
-        return T0
-
-    async def sleep_until(self, at: float) -> None:
-        pass
-
-
 def _crawler(folder) -> Crawler:
     folder.mkdir()
-    c = Crawler(Config(), clock=_Clock(), resolver=None, fetcher=None, warc=SimpleNamespace(flush=lambda: None),
+    c = Crawler(Config(), clock=ManualClock(T0), resolver=None, fetcher=None, warc=SimpleNamespace(flush=lambda: None),
                 store=SqliteStore(folder / "crawl.db"), extractor=None)
     c.load()
     return c

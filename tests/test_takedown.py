@@ -18,19 +18,9 @@ from courtly.core.purge import purge_of
 from courtly.runtime.crawler import Crawler
 from courtly.runtime.takedown import PurgedNow
 from courtly.shell.store.sqlite import SqliteStore
+from clock_support import ManualClock
 
 T0 = 1_700_000_000.0
-
-
-class _Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, at: float) -> None:
-        self.t = max(self.t, at)
 
 
 class _Fetcher:
@@ -50,7 +40,7 @@ class _Warc:
 
 
 def _crawler(tmp_path) -> Crawler:
-    c = Crawler(Config(), clock=_Clock(T0), resolver=None, fetcher=_Fetcher(), warc=_Warc(),
+    c = Crawler(Config(), clock=ManualClock(T0), resolver=None, fetcher=_Fetcher(), warc=_Warc(),
                 store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
     c.load()
     return c

@@ -14,19 +14,9 @@ pytest.importorskip("prometheus_client")
 from courtly.runtime import observe
 from courtly.shell import metrics
 from courtly.shell.status import HOST_COLUMNS
+from clock_support import ManualClock
 
 T0 = 1_760_000_000.0
-
-
-class _Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, at: float) -> None:
-        self.t = max(self.t, at)
 
 
 class _Fetcher:
@@ -45,7 +35,7 @@ def _crawler(tmp_path):
     from courtly.shell.store.sqlite import SqliteStore
 
     resolver = SimpleNamespace(stats=SimpleNamespace(hit_ratio=0.75))
-    return Crawler(Config(), clock=_Clock(T0), resolver=resolver, fetcher=_Fetcher(), warc=None,
+    return Crawler(Config(), clock=ManualClock(T0), resolver=resolver, fetcher=_Fetcher(), warc=None,
                    store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
 
 
@@ -115,7 +105,7 @@ def test_observer_reports_freshness_age_per_tier_and_fetches_by_reason(tmp_path)
 
     cfg = Config().replace("crawl", intent="search")
     resolver = SimpleNamespace(stats=SimpleNamespace(hit_ratio=1.0))
-    c = Crawler(cfg, clock=_Clock(T0), resolver=resolver, fetcher=_Fetcher(), warc=None,
+    c = Crawler(cfg, clock=ManualClock(T0), resolver=resolver, fetcher=_Fetcher(), warc=None,
                 store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
     obs = CrawlObserver(c)
     assert obs.snapshot(T0)["freshness_age_s"] == {}          # nothing fetched yet

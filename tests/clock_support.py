@@ -1,0 +1,15 @@
+"""A manual clock for tests that drive a Crawler without real time: `now()`
+is `t`, and `sleep_until(at)` moves it to `at` at once."""
+
+from __future__ import annotations
+
+
+class ManualClock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep_until(self, at: float) -> None:
+        self.t = max(self.t, at)
