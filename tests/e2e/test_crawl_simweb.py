@@ -137,6 +137,9 @@ def test_every_fetched_page_is_in_the_warc_and_duplicates_are_stored_once(crawle
         assert h["WARC-Profile"].endswith("/revisit/identical-payload-digest")
         assert h["WARC-Refers-To-Target-URI"] in originals[h["WARC-Payload-Digest"]]
         assert h["WARC-Target-URI"] != h["WARC-Refers-To-Target-URI"]
+    # the exact-duplicate index is keyed by the records' own payload digests (one hash per page)
+    stored = {d for (d,) in db_rows(out, "SELECT digest FROM digests")}
+    assert stored and stored <= set(originals), sorted(stored - set(originals))[:3]
 
 
 @pytest.mark.pywb

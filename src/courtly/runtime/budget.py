@@ -7,8 +7,11 @@ counters `courtly stats` shows. The crawler asks it four questions:
 * `admit(key, url, depth, now)`: may a newly discovered URL enter the frontier,
   and at which band (a trap suspect's URLs drop to the lowest band)?
 * `before_fetch(key, url, now)`: has a suspicion opened since it was queued?
-* `first_capture(url, body, at)`: was this payload stored before? (then the
-  WARC gets a revisit record instead of a second copy)
+* `first_capture(url, digest, at)`: was this payload stored before? (then the
+  WARC gets a revisit record instead of a second copy). `digest` is the
+  WARC-Payload-Digest the writer records (``sha1:`` + base32): computed once
+  per page, it is both the exact-duplicate key and the record's digest, and
+  a revisit refers to exactly what it names.
 * `page(...)`: is this page a near-duplicate of one already seen on its host,
   or its host's soft-404 error page? Near-duplicates are marked, not deleted;
   links found on them (and on soft-404s) are deprioritised.
@@ -31,7 +34,6 @@ from courtly.core.fingerprint import (
     FirstCapture,
     NearDupIndex,
     from_signed64,
-    payload_digest,
     simhash64,
     to_signed64,
 )
@@ -113,11 +115,11 @@ class BudgetDefence:
     def before_fetch(self, key: str, url: str, now: float) -> Verdict:
         return self.traps.check_queued(key, url, now) if self.enabled else ALLOW
 
-    def first_capture(self, url: str, body: bytes, at: float, batch) -> FirstCapture | None:
-        """The earlier capture of this exact payload, or None (then it is remembered)."""
-        if not self.enabled or not body:
+    def first_capture(self, url: str, digest: str, at: float, batch) -> FirstCapture | None:
+        """The earlier capture of the payload whose WARC-Payload-Digest is
+        `digest`, or None (then it is remembered)."""
+        if not self.enabled or not digest:
             return None
-        digest = payload_digest(body)
         first = self.exact.add(digest, url, at)
         if first is None:
             batch.digests.append((digest, url, at, ""))

@@ -45,9 +45,10 @@ class Results:
         self._woken = 0   # woken for a slot, not yet running
 
     def archive(self, url: str, result, *, kind: str, meta: dict[str, str], first=None,
-                 profile: str = "identical-payload-digest") -> str:
+                 profile: str = "identical-payload-digest", digest: str | None = None) -> str:
         """Write the exchange to WARC (a revisit record when `first` holds the
-        earlier capture of the same payload) and log the fetch."""
+        earlier capture of the same payload) and log the fetch. `digest`:
+        the body's WARC-Payload-Digest when the caller has it already."""
         c = self.c
         ref = ""
         if result.status:
@@ -58,7 +59,7 @@ class Results:
                     url=url, ip=result.ip or "", request_head=result.request_head,
                     response_head=result.response_head, fetched_at=result.started_at,
                     refers_to_uri=first.url, refers_to_date=first.date,
-                    payload_digest=(warc_payload_digest(result.body)
+                    payload_digest=((digest or warc_payload_digest(result.body))
                                     if profile == "identical-payload-digest" else None),
                     profile=profile, metadata=provenance,
                 )
@@ -66,7 +67,7 @@ class Results:
                 w = c.warc.write_exchange(
                     url=url, ip=result.ip or "", request_head=result.request_head,
                     response_head=result.response_head, body=result.body, fetched_at=result.started_at,
-                    truncated=result.truncated, metadata=provenance,
+                    truncated=result.truncated, metadata=provenance, payload_digest=digest,
                 )
             ref = f"{w.filename}:{w.offset}"
             c.stats.bytes += len(result.body)
@@ -116,12 +117,14 @@ class Results:
             self.record_change(item, result, now, content_hash=None)
             c.batch.fetched.append((now, status, item.url))
             return "done"
-        first = None
-        if status == 200 and not result.truncated:
-            first = c.budget.first_capture(item.url, result.body, result.started_at, c.batch)
+        first = digest = None
+        if status == 200 and not result.truncated and result.body:
+            # one SHA-1 pass: the exact-duplicate key is the record's WARC-Payload-Digest
+            digest = warc_payload_digest(result.body)
+            first = c.budget.first_capture(item.url, digest, result.started_at, c.batch)
             if first is not None and c.takedowns.match(first.url):
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
-        self.archive(item.url, result, kind=kind, meta=meta, first=first)
+        self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
         self.record_change(item, result, now)
         if first is not None:   # the same bytes as an earlier page: its links are queued already
             c.batch.fetched.append((now, status, item.url))

@@ -258,9 +258,13 @@ class WarcWriter:
         fetched_at: float,
         truncated: str | None = None,
         metadata: dict[str, str] | None = None,
+        payload_digest: str | None = None,
     ) -> WarcRef:
         """Write request, response and metadata records; return the response's
-        location. Bytes reach the disk for sure only after ``flush()``."""
+        location. Bytes reach the disk for sure only after ``flush()``.
+        ``payload_digest``: ``payload_digest_of(body)`` when the caller has
+        computed it already (to look the payload up for a revisit), else
+        computed here."""
         check_uri(url)
         check_value("ip", ip)
         if truncated is not None and truncated not in TRUNCATED_REASONS:
@@ -275,7 +279,8 @@ class WarcWriter:
         common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
         meta = metadata_record(metadata, common, resp_id, meta_id) if metadata else None   # checks it
-        payload_digest = sha1_b32(hashlib.sha1(body))
+        if payload_digest is None:
+            payload_digest = sha1_b32(hashlib.sha1(body))
         block = hashlib.sha1(response_head)
         block.update(body)
         response = (
