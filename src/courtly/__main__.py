@@ -1,7 +1,5 @@
 """`python -m courtly` is the `courtly` command."""
 
-import sys
+from courtly.cli import run
 
-from courtly.cli import main
-
-sys.exit(main())
+run()
