@@ -54,3 +54,19 @@ def test_a_normal_page_of_a_soft_host_is_not_a_soft404():
                                                for i in range(30)) + b"</main></body></html>")
     text = main_text(body, "text/html")
     assert not _judge(budget, ORIGIN + "/garden.html", body, (simhash64(text), None)).soft404
+
+
+def test_the_probe_is_asked_before_pages_only_and_not_before_the_first():
+    budget = BudgetDefence(Config(), random.Random(1))
+    for hint in ("/sitemap.xml", "/sitemap-1.xml.gz", "/news.rss", "/feed.ATOM", "/sitemap.xml?page=2"):
+        assert not budget.probe_before(ORIGIN, ORIGIN + hint, 1.0), hint
+    assert not budget.probe_before(ORIGIN, ORIGIN + "/", 1.0)        # the first page goes first
+    assert budget.probe_before(ORIGIN, ORIGIN + "/about.html", 1.0)  # the second waits for the probe
+    budget.note_not_found(ORIGIN, 2.0)                                # ... unless a real 404 came first
+    assert not budget.probe_before(ORIGIN, ORIGIN + "/about.html", 3.0)
+
+
+def test_no_probe_at_all_when_probing_is_off():
+    budget = BudgetDefence(Config().replace("budget", soft404_probe=False), random.Random(1))
+    assert not budget.probe_before(ORIGIN, ORIGIN + "/", 1.0)
+    assert not budget.probe_before(ORIGIN, ORIGIN + "/about.html", 1.0)

@@ -219,7 +219,7 @@ class BudgetSection:
     enabled: bool = True               # false: no trap guard, no dedup (for before/after figures)
     daily_new_urls_max: int = 50_000   # new URLs admitted per host key per day
     near_dup_distance: int = 3         # SimHash Hamming distance for near-duplicates (<= 3)
-    soft404_probe: bool = True         # probe each host once with a path that cannot exist
+    soft404_probe: bool = True         # probe once, before its 2nd page, each host that gave no real 404
     allow: tuple[BudgetAllowSection, ...] = ()
 
     def __post_init__(self) -> None:

@@ -124,6 +124,46 @@ def test_snapshot_restores_through_json():
         Soft404Book.restore({"version": 99, "hosts": {}})
 
 
+def test_the_first_page_of_an_unsettled_origin_may_go_before_the_probe():
+    book = Soft404Book(probe_ttl_s=1000.0)
+    assert book.defer_probe(ORIGIN)          # once
+    assert not book.defer_probe(ORIGIN)      # the second page waits for the probe
+    assert book.needs_probe(ORIGIN)
+    book.record_probe("http://settled.test", 404, None, now=10.0)
+    assert not book.defer_probe("http://settled.test")
+    assert not book.defer_probe("http://settled.test")   # expired: probed before its next page
+    assert book.needs_probe("http://settled.test", now=1010.0)
+
+
+@pytest.mark.parametrize("before", ["nothing", "deferred", "gave up"])
+def test_a_real_not_found_settles_an_origin_as_honest(before):
+    book = Soft404Book(attempts_max=1)
+    if before == "deferred":
+        book.defer_probe(ORIGIN)
+    elif before == "gave up":
+        book.record_probe(ORIGIN, 503, None)
+    book.note_not_found(ORIGIN, now=7.0)
+    assert not book.needs_probe(ORIGIN) and not book.is_soft(ORIGIN)
+    assert book.snapshot()["hosts"][ORIGIN][:3] == ["honest", 0, 7.0]
+
+
+def test_a_real_not_found_does_not_undo_a_soft_probe():
+    book = Soft404Book()
+    book.record_probe(ORIGIN, 200, error_page(ORIGIN + "/p"))
+    book.note_not_found(ORIGIN)   # a site may 404 some paths and soft-404 others
+    assert book.is_soft(ORIGIN) and book.is_soft404(ORIGIN, error_page(ORIGIN + "/other"))
+
+
+def test_the_deferral_survives_a_snapshot_and_old_snapshots_load():
+    book = Soft404Book()
+    book.defer_probe(ORIGIN)
+    restored = Soft404Book.restore(json.loads(json.dumps(book.snapshot())))
+    assert not restored.defer_probe(ORIGIN) and restored.needs_probe(ORIGIN)
+    old = {"version": 1, "hosts": {ORIGIN: ["unknown", 1, 0.0, []], "http://h.test": ["honest", 0, 2.0, []]}}
+    loaded = Soft404Book.restore(old)
+    assert loaded.defer_probe(ORIGIN) and not loaded.needs_probe("http://h.test")
+
+
 def test_origins_are_bounded():
     book = Soft404Book(origins_max=2)
     for i in range(3):

@@ -36,7 +36,7 @@ from xml.etree.ElementTree import XMLPullParser
 __all__ = [
     "HintError", "SitemapEntry", "Sitemap", "FeedEntry", "Feed", "Hint", "inflate", "parse_w3c_datetime",
     "parse_sitemap", "parse_feed", "hints_from", "sitemap_locations", "is_newer", "raise_priority",
-    "BYTES_MAX", "ENTRIES_MAX",
+    "named_like_hints", "BYTES_MAX", "ENTRIES_MAX",
 ]
 
 BYTES_MAX = 50 * 1024 * 1024
@@ -277,6 +277,15 @@ def hints_from(body: bytes, *, bytes_max: int = BYTES_MAX, entries_max: int = EN
         return []
     feed = parse_feed(body, bytes_max=bytes_max, entries_max=entries_max)
     return [Hint(e.url, e.updated_at, feed.kind) for e in feed.entries if e.updated_at is not None]
+
+
+_HINT_SUFFIXES = (".xml", ".xml.gz", ".rss", ".atom")
+
+
+def named_like_hints(url: str) -> bool:
+    """The URL's path names a sitemap or feed (``.xml``, ``.xml.gz``, ``.rss``,
+    ``.atom``, any case): what a crawler can tell before fetching it."""
+    return url.split("?", 1)[0].split("#", 1)[0].lower().endswith(_HINT_SUFFIXES)
 
 
 def sitemap_locations(lines: Iterable[str], limit: int = 100) -> list[str]:

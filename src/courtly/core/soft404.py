@@ -19,6 +19,16 @@ How it works
   most `attempts_max` times, then give up (treated as honest).
 * `is_soft404(origin, fp)`: the host is soft and `fp` is within
   `distance_max` bits of one of its signatures.
+* Other answers settle the question too, at no extra request:
+  `note_not_found(origin)` takes a real 404 or 410 the origin gave for an
+  ordinary URL (a broken link, a sitemap it names that is gone): the host
+  answers "not found" honestly, which is all the probe asks. Not robots.txt:
+  servers and CDNs often answer it apart from the site (a static 404 in
+  front of a CMS that soft-404s everything else). And the probe waits for
+  the origin's first page: `defer_probe(origin)` lets one page of an
+  unsettled origin go first (that page is not judged as a soft 404), so a
+  host that 404s something on the way is never probed; the others get
+  their probe before their second page.
 * `error_fingerprint(text, url)`: error pages echo the requested path ("Sorry,
   /news/missing-13.html does not exist"), which on a 20-word page moves the
   SimHash by ~18 bits. So the tokens of the requested URL are removed from
@@ -68,6 +78,7 @@ class _Host:
     attempts: int = 0
     probed_at: float = 0.0
     signatures: list[int] = field(default_factory=list)
+    deferred: bool = False   # a page went before the probe (defer_probe)
 
 
 class Soft404Book:
@@ -107,14 +118,36 @@ class Soft404Book:
             return False
         return now is not None and now - host.probed_at >= self.probe_ttl_s
 
-    def record_probe(self, origin: str, status: int, fp: int | None, now: float = 0.0) -> None:
-        """The probe of `origin` ended with final `status` (0: no answer);
-        `fp` is the `error_fingerprint` of its body when status is 200."""
+    def defer_probe(self, origin: str) -> bool:
+        """True once for an origin no answer has settled yet (no entry, or
+        state unknown): its first page may be fetched before the probe. An
+        origin whose answer expired (`probe_ttl_s`) is probed first."""
+        host = self._entry(origin)
+        if host.state != _UNKNOWN or host.deferred:
+            return False
+        host.deferred = True
+        return True
+
+    def note_not_found(self, origin: str, now: float = 0.0) -> None:
+        """`origin` answered a request with a real 404 or 410: settled as
+        honest unless a probe found it soft (a site may 404 some paths and
+        serve its error page with 200 on others: the probe's 200 stands)."""
+        host = self._entry(origin)
+        if host.state != _SOFT:
+            host.state, host.attempts, host.probed_at = _HONEST, 0, now
+
+    def _entry(self, origin: str) -> _Host:
         host = self._hosts.get(origin)
         if host is None:
             if len(self._hosts) >= self.origins_max:
                 self._hosts.pop(next(iter(self._hosts)))  # oldest entry: it will be probed again
             host = self._hosts[origin] = _Host()
+        return host
+
+    def record_probe(self, origin: str, status: int, fp: int | None, now: float = 0.0) -> None:
+        """The probe of `origin` ended with final `status` (0: no answer);
+        `fp` is the `error_fingerprint` of its body when status is 200."""
+        host = self._entry(origin)
         if status in (404, 410):
             host.state, host.attempts, host.probed_at = _HONEST, 0, now
             host.signatures.clear()
@@ -143,20 +176,22 @@ class Soft404Book:
 
     def snapshot(self) -> dict[str, Any]:
         return {
-            "version": 1,
+            "version": 2,
             "hosts": {
-                origin: [h.state, h.attempts, h.probed_at, [f"{s:016x}" for s in h.signatures]]
+                origin: [h.state, h.attempts, h.probed_at, [f"{s:016x}" for s in h.signatures], h.deferred]
                 for origin, h in self._hosts.items()
             },
         }
 
     @classmethod
     def restore(cls, data: dict[str, Any], **settings: Any) -> Soft404Book:
-        if data.get("version") != 1:
+        version = data.get("version")
+        if version not in (1, 2):   # version 1: before defer_probe (no flag: not deferred)
             raise ValueError("unknown Soft404Book snapshot version")
         book = cls(**settings)
-        for origin, (state, attempts, probed_at, sigs) in data["hosts"].items():
+        for origin, (state, attempts, probed_at, sigs, *rest) in data["hosts"].items():
             if state not in (_HONEST, _SOFT, _UNKNOWN, _GAVE_UP):
                 raise ValueError(f"bad soft-404 state {state!r}")
-            book._hosts[origin] = _Host(state, int(attempts), float(probed_at), [int(s, 16) for s in sigs])
+            book._hosts[origin] = _Host(state, int(attempts), float(probed_at), [int(s, 16) for s in sigs],
+                                        bool(rest[0]) if rest else False)
         return book

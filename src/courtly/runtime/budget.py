@@ -37,6 +37,7 @@ from courtly.core.fingerprint import (
     simhash64,
     to_signed64,
 )
+from courtly.core.hints import named_like_hints
 from courtly.core.maintext import main_text
 from courtly.core.soft404 import Soft404Book, error_fingerprint
 from courtly.core.traps import ALLOW, AllowEntry, TrapConfig, TrapGuard, Verdict
@@ -173,8 +174,20 @@ class BudgetDefence:
         the SimHash, and most hosts are honest)."""
         return self.enabled and self.soft404.is_soft(origin)
 
-    def needs_probe(self, origin: str, now: float) -> bool:
-        return self.probe_soft404 and self.soft404.needs_probe(origin, now)
+    def probe_before(self, origin: str, url: str, now: float) -> bool:
+        """Must `origin` be probed before `url` is fetched? Only while no
+        answer has settled its soft-404 question, only before a URL that will
+        be judged (a sitemap or feed, by its name, is not), and not before the
+        origin's first page (`Soft404Book.defer_probe`: a 404 on the way may
+        settle it for free)."""
+        if not (self.probe_soft404 and self.soft404.needs_probe(origin, now)) or named_like_hints(url):
+            return False
+        return not self.soft404.defer_probe(origin)
+
+    def note_not_found(self, origin: str, now: float) -> None:
+        """`origin` answered a request with 404 or 410 (`Soft404Book.note_not_found`)."""
+        if self.probe_soft404:
+            self.soft404.note_not_found(origin, now)
 
     def probe_url(self, origin: str) -> str:
         return self.soft404.probe_url(origin, self.rng)

@@ -439,7 +439,7 @@ class Crawler(LeaseRequests):
             return "done"
         if self._turn_far_off(item.key):
             return "retry-later"
-        if self.budget.needs_probe(origin_s, now):
+        if self.budget.probe_before(origin_s, item.url, now):
             if not await self._probe_soft404(origin_s, rules, item.key, ip, lease):
                 return "lost"
             if self._turn_far_off(item.key):

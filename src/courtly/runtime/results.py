@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from courtly import __version__
 from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
+from courtly.core.hints import named_like_hints
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import host_of_normalized, origin_text_of_normalized
 from courtly.runtime.recrawl import XML_TYPES
@@ -147,6 +148,8 @@ class Results:
             c._processing.add(t)
             t.add_done_callback(c._task_done)
             return "done"
+        if status in (404, 410):   # a real "not found": the host's soft-404 question is settled
+            c.budget.note_not_found(origin_text_of_normalized(item.url), now)
         c.batch.fetched.append((now, status, item.url))
         return "done"
 
@@ -229,5 +232,4 @@ def is_xml(result, url: str) -> bool:
     ctype = (result.headers.get("content-type", "") if result.headers else "").split(";")[0].strip().lower()
     if ctype in XML_TYPES:
         return True
-    path = url.split("?", 1)[0].lower()
-    return path.endswith((".xml", ".xml.gz", ".rss", ".atom")) and "html" not in ctype
+    return named_like_hints(url) and "html" not in ctype
