@@ -4,6 +4,7 @@
     python bench/compare.py                    # S1 and S2, all three crawlers
     python bench/compare.py --scenario s1 --crawlers courtly,scrapy --json-out s1.json
     python bench/compare.py --scenario s2 --hosts 200 --max-pages 1000   # a smaller run
+    python bench/compare.py --scenario s2 --crawlers courtly --timeline  # requests per second, by kind
 
 Scenarios (`courtly simweb --profile bench`, 50 pages per host, 250 IPs, seed 1):
   s1 "raw":    1,000 hosts, no delay, one request at a time per host, stop at 20,000 pages
@@ -21,7 +22,7 @@ server's request log (robots.txt, sitemaps and feeds are not pages), pages/s =
 pages / wall time (% ceil is of this), req/s = every request in the log
 (robots.txt, sitemaps, 404s too) / wall time, % key ceil = req/s against
 keys / delay (the politeness keys, registered domains, of the web's hosts:
-S2's 2,000 hosts are 1,621 domains, and robots.txt, the soft-404 probe and
+S2's 2,000 hosts are 1,620 domains, and robots.txt, the soft-404 probe and
 sitemaps take turns of the same keys), span = first request's arrival to the
 last one's completion in the server's log and span p/s = pages / span (the
 rate while crawling, without start-up and shut-down), CPU =
@@ -136,6 +137,9 @@ def run_one(crawler: str, sc: Scenario, args: argparse.Namespace, env: dict[str,
                        rss_measure="tree sum (psutil)" if run.tree_rss_peak_mb is not None else "largest process",
                        violations=verdict.violations, violations_by_rule=verdict.rules,
                        violations_per_host_name=verdict.host_rules)
+            row["timeline"] = verdict.timeline
+            if args.timeline:
+                print(render_timeline(crawler, verdict.timeline), flush=True)
             row["requests_per_s"] = round(verdict.requests / run.wall_s, 1) if run.wall_s else 0.0
             row["keys"] = verdict.keys
             if sc.ceiling:
@@ -165,6 +169,21 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
             r["courtly_speed_x"] = round(base["pages_per_s"] / r["pages_per_s"], 2)
         if r.get("cpu_s_per_1k") and base.get("cpu_s_per_1k"):
             r["courtly_cpu_x"] = round(r["cpu_s_per_1k"] / base["cpu_s_per_1k"], 2)
+
+
+TIMELINE_KINDS = ("robots", "page", "other", "error")
+
+
+def render_timeline(crawler: str, timeline: list[dict[str, int]]) -> str:
+    """Requests per second of the server's log, by kind: which part of a run
+    is bound by the politeness keys (every key busy) and which by the crawler."""
+    lines = [f"  {crawler}: requests per second of its run, from the first (robots.txt, HTML pages, "
+             "other 200s such as sitemaps, errors and not-found answers)",
+             f"  {'second':>6} {'all':>6} " + " ".join(f"{k:>6}" for k in TIMELINE_KINDS)]
+    for i, counts in enumerate(timeline):
+        lines.append(f"  {i:>6} {sum(counts.values()):>6} "
+                     + " ".join(f"{counts.get(k, 0):>6}" for k in TIMELINE_KINDS))
+    return "\n".join(lines)
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -216,6 +235,8 @@ def main() -> int:
     ap.add_argument("--json-out", help="also write the table as JSON to this file")
     ap.add_argument("--keep", action="store_true", help="keep each run's folder (crawl, logs, request log)")
     ap.add_argument("--verbose", action="store_true", help="print every violation found")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print each run's requests per second by kind (also in --json-out)")
     args = ap.parse_args()
 
     crawlers = [c.strip() for c in args.crawlers.split(",") if c.strip()]

@@ -198,6 +198,8 @@ class Verdict:
     host_rules: dict[str, int] = field(default_factory=dict)  # key_* violations keyed by host name, not domain
     report: Any = None  # the CheckReport, for render()
     keys: int = 0  # politeness keys (registered domains) of the web's hosts: keys / delay bounds requests/s
+    # requests per whole second from the first arrival, by kind (the same kinds as by_kind)
+    timeline: list[dict[str, int]] = field(default_factory=list)
 
 
 def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_concurrency: int,
@@ -212,16 +214,23 @@ def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_conc
     records = load_log(web.log_file)
     model = web_from_manifest(json.loads(web.manifest_file.read_text()))
     kinds: Counter[str] = Counter()
+    first = min((r.arrived_at for r in records), default=0.0)
+    seconds: list[Counter[str]] = []
     for r in records:
         spec = model.host_of(r.host)
         if r.path == "/robots.txt":
-            kinds["robots"] += 1
+            kind = "robots"
         elif spec is None or r.status != 200:
-            kinds["error"] += 1
+            kind = "error"
         elif model.layout(spec.name).resolve(r.path).kind in ("page", "extra"):
-            kinds["page"] += 1
+            kind = "page"
         else:
-            kinds["other"] += 1
+            kind = "other"
+        kinds[kind] += 1
+        second = int(r.arrived_at - first)
+        while len(seconds) <= second:
+            seconds.append(Counter())
+        seconds[second][kind] += 1
     report = check_log(records, web.manifest_file, delay_s_min=delay_s, ip_rate=ip_rate,
                        ip_concurrency=ip_concurrency, coverage=False, duplicate_fetches_max=10**9,
                        token=token)
@@ -231,7 +240,8 @@ def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_conc
     return Verdict(pages=kinds["page"], requests=len(records), by_kind=dict(kinds),
                    span_s=float(report.stats.get("span_s", 0.0)), violations=len(report.violations),
                    rules=dict(rules), host_rules=dict(host_rules), report=report,
-                   keys=len({registered_domain(s.name) for s in model.hosts}))
+                   keys=len({registered_domain(s.name) for s in model.hosts}),
+                   timeline=[dict(c) for c in seconds])
 
 
 def _host_key(host: str) -> str:
