@@ -82,6 +82,7 @@ def _crawl(tmp_path):
     asyncio.run(c.run())
     flags = list(c.store._db.execute("SELECT url, flag FROM flags"))
     c.store.close()
+    assert c.stats.probes_fetched == sum(PROBE_PREFIX in u for u in asked) == 3   # counted for /metrics
     return asked, flags
 
 

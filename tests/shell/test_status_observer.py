@@ -63,6 +63,8 @@ def test_observer_reads_the_crawlers_own_state(tmp_path):
     assert snap["frontier"]["queued_urls"] == 3
     assert snap["frontier"]["hosts"] == {"ready": 2, "waiting": 0, "leased": 0}
     assert snap["decisions"] == {"robots": 1, "scheme": 1}
+    c.stats.robots_fetched, c.stats.probes_fetched = 2, 1
+    assert obs.snapshot(T0 + 1)["fetches"] == {"page": 0, "robots": 2, "soft404_probe": 1}   # courtly_fetches_total{kind}
     assert snap["hosts_backing_off"] == 1
     assert snap["dns_cache_hit_ratio"] == 0.75
     assert snap["fetch_latency_s"]["count"] == 1 and snap["fetch_latency_s"]["sum"] == pytest.approx(0.2)

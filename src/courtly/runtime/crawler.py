@@ -82,6 +82,7 @@ class CrawlStats:
     started_at: float = 0.0
     fetched: int = 0             # pages with a response (any status)
     robots_fetched: int = 0
+    probes_fetched: int = 0      # soft-404 probes with a response or a network error
     errors: int = 0              # network errors and failures
     bytes: int = 0
     decisions: int = 0

@@ -237,7 +237,8 @@ class CrawlObserver:
         return {
             "now": now,
             "started_at": s.started_at or None,
-            "fetches": {"page": s.fetched + s.errors, "robots": s.robots_fetched},
+            "fetches": {"page": s.fetched + s.errors, "robots": s.robots_fetched,
+                        "soft404_probe": s.probes_fetched},
             "fetches_by_reason": dict(s.by_reason) or {"discovery": 0},
             "http_responses": {str(k): v for k, v in sorted(s.status.items())},
             "bytes_fetched": s.bytes,

@@ -116,6 +116,7 @@ class LeaseRequests:
             return True
         if result is None:
             return False
+        self.stats.probes_fetched += 1
         self.results.archive(url, result, kind="soft404-probe", meta={"probe-origin": origin})
         ctype = result.headers.get("content-type", "") if result.headers else ""
         self.budget.record_probe(origin, url, result.status, result.content or b"", ctype, self.clock.now())
