@@ -53,3 +53,8 @@ def test_the_program_exits_through_leave_with_main_s_status(tmp_path):
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2
     assert done.stderr.startswith("courtly: error:"), done.stderr
+
+
+def test_leave_with_none_exits_zero_as_sys_exit_does(tmp_path):
+    done = _python("from courtly.cli import leave\nprint('x')\nleave(None)\n", tmp_path)
+    assert done.returncode == 0 and done.stdout == "x\n", done.stderr

@@ -162,7 +162,7 @@ def run() -> NoReturn:
     leave(main())
 
 
-def leave(status: int) -> NoReturn:
+def leave(status: int | None) -> NoReturn:
     """End the process with `status` without the interpreter's teardown.
 
     A finished crawl still holds millions of small objects (frontier, link
@@ -179,8 +179,9 @@ def leave(status: int) -> NoReturn:
     import threading
 
     main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        sys.exit(status)
+    if not isinstance(status, int) or any(t is not main_thread and not t.daemon and t.is_alive()
+                                          for t in threading.enumerate()):
+        sys.exit(status)   # None or a message (sys.exit's other forms), or a thread to wait for
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
