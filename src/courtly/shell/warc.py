@@ -280,7 +280,7 @@ class WarcWriter:
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
         meta = metadata_record(metadata, common, resp_id, meta_id) if metadata else None   # checks it
         if payload_digest is None:
-            payload_digest = sha1_b32(hashlib.sha1(body))
+            payload_digest = payload_digest_of(body)
         block = hashlib.sha1(response_head)
         block.update(body)
         response = (

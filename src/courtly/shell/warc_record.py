@@ -28,6 +28,8 @@ import zlib
 from datetime import UTC, datetime
 from typing import Any
 
+from courtly.core.fingerprint import sha1_b32, warc_payload_digest
+
 try:  # ISA-L's CRC-32: the same value as zlib's, ~10x faster (optional)
     from isal.isal_zlib import crc32 as _crc32
 except ImportError:  # pragma: no cover - depends on the environment
@@ -123,12 +125,12 @@ def _stored_blocks(data: bytes) -> list[bytes | memoryview]:
     return parts
 
 
-def payload_digest_of(body: bytes) -> str:
-    """The ``WARC-Payload-Digest`` the writer records for ``body`` (SHA-1,
-    base32, ``sha1:`` prefix): compare it before writing to decide between
-    ``write_exchange`` and ``write_revisit``. ``body`` is the payload as
-    given to ``write_exchange`` (transfer-decoded, not content-decoded)."""
-    return sha1_b32(_sha1(body))
+# The ``WARC-Payload-Digest`` the writer records for a body (SHA-1, base32,
+# ``sha1:`` prefix): compare it before writing to decide between
+# ``write_exchange`` and ``write_revisit``. The body is the payload as given to
+# ``write_exchange`` (transfer-decoded, not content-decoded). One definition,
+# in the core: the crawler keys its exact-duplicate index by it too.
+payload_digest_of = warc_payload_digest
 
 
 def request_record(record_id: str, addressed: str, concurrent_to: str, request_head: bytes) -> bytes:
@@ -193,26 +195,6 @@ def warc_date(t: float) -> str:
 def cdx_timestamp(date: str) -> str:
     """The 14-digit CDXJ timestamp of a `warc_date` string."""
     return date[0:4] + date[5:7] + date[8:10] + date[11:13] + date[14:16] + date[17:19]
-
-
-_B32_PAIRS = tuple(a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
-
-
-def sha1_b32(h: "hashlib._Hash") -> str:
-    """``"sha1:"`` + the RFC 4648 base32 of a SHA-1 digest (20 bytes: 32
-    characters, no padding), two characters per 10 bits of each 80-bit half:
-    four record digests per exchange made `base64.b32encode` (pure Python)
-    ~5 % of the writer."""
-    d = h.digest()
-    a = int.from_bytes(d[:10], "big")
-    b = int.from_bytes(d[10:], "big")
-    p = _B32_PAIRS
-    return "".join((
-        "sha1:", p[a >> 70], p[(a >> 60) & 1023], p[(a >> 50) & 1023], p[(a >> 40) & 1023],
-        p[(a >> 30) & 1023], p[(a >> 20) & 1023], p[(a >> 10) & 1023], p[a & 1023],
-        p[b >> 70], p[(b >> 60) & 1023], p[(b >> 50) & 1023], p[(b >> 40) & 1023],
-        p[(b >> 30) & 1023], p[(b >> 20) & 1023], p[(b >> 10) & 1023], p[b & 1023],
-    ))
 
 
 def check_uri(url: str) -> None:
