@@ -66,7 +66,9 @@ class _KeyQueue:
     token: int = 0             # version of the key's live heap entry
 
     def best_band(self) -> int:
-        return min(b for b, q in self.bands.items() if q)
+        # `bands` never holds an empty deque: `Frontier.lease` deletes the
+        # bands it empties, and every other change appends to one.
+        return min(self.bands)
 
 
 class Frontier:
@@ -206,14 +208,15 @@ class Frontier:
         q = self._queues[key]
         size = self.batch_max if batch_of is None else max(1, min(self.batch_max, batch_of(key)))
         items: list[UrlItem] = []
-        for b in sorted(q.bands):
-            dq = q.bands[b]
+        bands = q.bands
+        for b in sorted(bands):
+            dq = bands[b]
             while dq and len(items) < size:
                 items.append(dq.popleft())
+            if not dq:
+                del bands[b]
             if len(items) >= size:
                 break
-        for b in [b for b, dq in q.bands.items() if not dq]:
-            del q.bands[b]
         q.size -= len(items)
         self._size -= len(items)
         lease_id = next(self._lease_ids)
