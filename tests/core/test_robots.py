@@ -138,11 +138,6 @@ def test_robots_txt_is_always_allowed() -> None:
     assert ALLOW_ALL.allowed("courtly", "/anything")
 
 
-def test_robots_bom_is_skipped() -> None:
-    rules = parse_robots(b"\xef\xbb\xbfUser-agent: *\nDisallow: /x\n")
-    assert not rules.allowed("courtly", "/x")
-
-
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
 def test_robots_line_endings(eol: bytes) -> None:
     body = eol.join([b"User-agent: *", b"Disallow: /x", b"", b"User-agent: courtly", b"Disallow: /y"])
@@ -171,9 +166,23 @@ def test_robots_garbage_allows_all() -> None:
 
 
 def test_robots_garbage_lines_are_skipped_between_rules() -> None:
-    body = b"User-agent: *\nthis is not a rule\nDisallow /nocolon\n\x00\x01:\x02\nDisallow: /x\nFoo: bar\n"
+    body = b"User-agent: *\nthis is not a rule\nAllow /a b\n\x00\x01:\x02\nDisallow: /x\nFoo: bar\n"
     rules = parse_robots(body)
-    assert not rules.allowed("courtly", "/x") and rules.allowed("courtly", "/nocolon")
+    assert not rules.allowed("courtly", "/x") and rules.allowed("courtly", "/a")
+    assert [r.pattern for r in rules.groups[0].rules] == ["/x"]
+
+
+def test_robots_two_word_line_without_colon_is_a_key_and_value() -> None:
+    # Google's reading of a forgotten colon; three words or more stay garbage
+    rules = parse_robots(b"User-agent courtly\nDisallow /nocolon\nDisallow /a /b\n")
+    assert not rules.allowed("courtly", "/nocolon") and rules.allowed("courtly", "/a")
+    assert rules.allowed("other", "/nocolon")
+
+
+@pytest.mark.parametrize("bom", [b"\xef\xbb\xbf", b"\xef\xbb", b"\xef"])
+def test_robots_bom_or_the_start_of_one_is_skipped(bom: bytes) -> None:
+    assert not parse_robots(bom + b"User-agent: *\nDisallow: /x\n").allowed("courtly", "/x")
+    assert parse_robots(b"\xef\x11\xbfUser-agent: *\nDisallow: /x\n").groups == ()
 
 
 def test_robots_key_spelling_and_spacing_are_tolerated() -> None:

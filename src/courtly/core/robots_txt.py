@@ -21,11 +21,15 @@ Parsing (`parse_robots`)
 ------------------------
 At most `PARSE_BYTES_MAX` (500 KiB) bytes are read; when the body is longer,
 the partial last line is dropped too (a cut ``Allow: /abc`` must not become
-``Allow: /a``). A UTF-8 BOM is skipped; invalid UTF-8 survives as the raw
-octets (surrogateescape), so a pattern still matches the URL's ``%XX``. Lines
-end at CRLF, CR or LF; ``#`` starts a comment; a line without ``:`` is
-ignored. Keys are case-insensitive, with a few common misspellings accepted
-(``useragent``, ``disalow``...). A run of user-agent lines starts a group
+``Allow: /a``). A UTF-8 BOM is skipped, and so is the start of one (as
+Google's parser does); invalid UTF-8 survives as the raw octets
+(surrogateescape), so a pattern still matches the URL's ``%XX``. Lines end at
+CRLF, CR or LF; ``#`` starts a comment. A line without ``:`` is read as key
+and value only when it is exactly two words (``Disallow /``: a forgotten
+colon, read as Google reads it, RFC 9309 2.2.4 letting crawlers interpret
+other records); any other line without ``:`` is ignored. Keys are
+case-insensitive, with a few common misspellings accepted (``useragent``,
+``disalow``...). A run of user-agent lines starts a group
 (blank lines, comments, sitemap and unknown lines do not end the run; an
 allow, disallow or crawl-delay line does). Rules before the first user-agent
 are ignored. ``Sitemap`` is global. ``Crawl-delay`` (non-standard) is read per
@@ -69,6 +73,7 @@ SITEMAPS_MAX = 1_000
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _LITERAL = _UNRESERVED | frozenset(":/?#[]@!&'()+,;=")  # reserved except * and $
 _HEX = frozenset("0123456789abcdefABCDEF")
+_BOM = b"\xef\xbb\xbf"
 _LITERAL_CHARS = "".join(sorted(_LITERAL - {"%"}))
 _LINE_RE = re.compile(r"\r\n|\r|\n")
 _TOKEN_RE = re.compile(r"[A-Za-z_-]+")
@@ -247,14 +252,36 @@ DISALLOW_ALL = RobotsRules((RobotsGroup(("*",), (RobotsRule(False, "/"),)),))
 # --- parsing ----------------------------------------------------------------------
 
 
+def _bom_size(data: bytes) -> int:
+    """How many leading bytes are a UTF-8 BOM or the start of one: a cut BOM
+    cannot begin a valid line either, and Google's parser skips it too."""
+    n = 0
+    while n < len(_BOM) and data[n : n + 1] == _BOM[n : n + 1]:
+        n += 1
+    return n
+
+
 def _lines(body: bytes) -> list[str]:
     data = body[:PARSE_BYTES_MAX]
     if len(body) > PARSE_BYTES_MAX:
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         data = data[: cut + 1] if cut >= 0 else b""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    data = data[_bom_size(data) :]
     return _LINE_RE.split(data.decode("utf-8", "surrogateescape"))
+
+
+def _key_value(line: str) -> tuple[str, str] | None:
+    """A line's key and value, comment dropped: split at the first ``:``, or,
+    for a line of exactly two words, between them (a forgotten colon, as
+    Google reads ``Disallow /``). None when the line is neither."""
+    text = line.split("#", 1)[0]
+    key, sep, value = text.partition(":")
+    if not sep:
+        words = text.split()
+        if len(words) != 2:
+            return None
+        key, value = words
+    return key, value.strip()
 
 
 def _delay(value: str) -> float | None:
@@ -271,9 +298,11 @@ def parse_robots(body: bytes) -> RobotsRules:
     sitemaps: list[str] = []
     in_agents = False
     for line in _lines(body):
-        key, sep, value = line.split("#", 1)[0].partition(":")
-        kind = _KEYS.get(" ".join(key.split()).lower()) if sep else None
-        value = value.strip()
+        pair = _key_value(line)
+        if pair is None:
+            continue
+        key, value = pair
+        kind = _KEYS.get(" ".join(key.split()).lower())
         if kind == "ua":
             if not in_agents:
                 groups.append(([], [], []))
