@@ -111,8 +111,12 @@ def test_robots_user_agent_is_not_a_prefix_or_substring_match(line: str) -> None
     [
         ("Mozilla/5.0 (compatible; courtly/0.1; +http://x)", False),  # contains courtly
         ("courtly", False),
-        ("Mozilla/5.0 (compatible; otherbot/1.0)", True),              # token "Mozilla"
+        # not a product token, so it names no group (Google: "Foo Bar" is not
+        # "Foo"); taking "Mozilla" would obey a group meant for browsers
+        ("Mozilla/5.0 (compatible; otherbot/1.0)", False),
+        ("Mozilla", True),
         ("mozilla", True),
+        ("mozilla/5.0", False),
     ],
 )
 def test_robots_allowed_derives_the_token(user_agent: str, allowed: bool) -> None:
@@ -126,6 +130,8 @@ def test_robots_allowed_uses_path_and_query() -> None:
     assert robots_allowed(body, "courtly", "http://example.com/a#?print=1")
     assert not robots_allowed(body, "courtly", "http://example.com")
     assert not robots_allowed(body, "courtly", "/")
+    assert not robots_allowed(body, "courtly", "example.com")   # a host, not the path /example.com
+    assert not robots_allowed(body, "courtly", "//example.com/a?print=1")
 
 
 # --- parser edges ----------------------------------------------------------------------------

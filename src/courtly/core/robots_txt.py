@@ -62,7 +62,8 @@ from typing import Any, Mapping
 
 __all__ = [
     "PARSE_BYTES_MAX", "REDIRECTS_MAX", "CACHE_S_MAX", "SITEMAPS_MAX", "RobotsRule", "RobotsGroup",
-    "RobotsRules", "ALLOW_ALL", "DISALLOW_ALL", "parse_robots", "product_token", "robots_allowed",
+    "RobotsRules", "ALLOW_ALL", "DISALLOW_ALL", "parse_robots", "product_token", "is_product_token",
+    "robots_allowed",
 ]
 
 PARSE_BYTES_MAX = 512_000          # RFC 9309 2.5: at least 500 KiB
@@ -77,6 +78,7 @@ _BOM = b"\xef\xbb\xbf"
 _LITERAL_CHARS = "".join(sorted(_LITERAL - {"%"}))
 _LINE_RE = re.compile(r"\r\n|\r|\n")
 _TOKEN_RE = re.compile(r"[A-Za-z_-]+")
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _STAR_RE = re.compile(r"\*(?:\s|$)")
 _KEYS = {
     "user-agent": "ua", "useragent": "ua", "user agent": "ua", "user_agent": "ua",
@@ -330,20 +332,38 @@ def parse_robots(body: bytes) -> RobotsRules:
 
 
 def _path_query(url: str) -> str:
-    if url.startswith("/"):
-        rest = url
-    else:
-        m = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*", url)
-        rest = url[m.end() :] if m else url
-    rest = rest.split("#", 1)[0]
-    return rest if rest.startswith("/") else "/" + rest
+    """The path and query `url` is matched by, always starting with ``/``.
+    Only a value starting with a single ``/`` is a bare path; otherwise an
+    authority comes first: after ``scheme://``, after ``//``, or at the start
+    (``example.com/a`` is host and path, as in Google's GetPathParamsQuery)."""
+    rest = url.split("#", 1)[0]
+    if rest.startswith("/") and not rest.startswith("//"):
+        return rest
+    m = _SCHEME_RE.match(rest)
+    rest = rest[m.end() :] if m else rest.removeprefix("//")
+    ends = [i for i in (rest.find("/"), rest.find("?")) if i >= 0]
+    path = rest[min(ends) :] if ends else ""
+    return path if path.startswith("/") else "/" + path
+
+
+def is_product_token(value: str) -> bool:
+    """May `value` name a group? RFC 9309 2.2.1: a product token is letters,
+    ``_`` and ``-`` only (so not ``Foo Bar``, ``Foo/2.1`` or `` Foo ``)."""
+    return _TOKEN_RE.fullmatch(value) is not None
 
 
 def robots_allowed(robots_txt: bytes, user_agent: str, url: str) -> bool:
-    """Conformance entry point. The token is ``courtly`` when `user_agent`
-    mentions it (any case), else the first product token of `user_agent`;
+    """Conformance entry point. A `user_agent` that is a product token is
+    matched as it is; any other value names no group (only ``*`` applies, as
+    in Google's matcher: ``Foo Bar`` is not ``Foo``, and the first product of
+    a User-Agent header is not the crawler's token, see RFC 9309 2.2.1's
+    ``Mozilla/5.0 (compatible; ExampleBot/0.1; ...)``), except that a value
+    mentioning ``courtly`` (any case) is our own header, token ``courtly``.
     `url` (absolute, or a path) is matched by its path and query."""
-    token = "courtly" if "courtly" in user_agent.lower() else product_token(user_agent)
+    if is_product_token(user_agent):
+        token = user_agent
+    else:
+        token = "courtly" if "courtly" in user_agent.lower() else ""
     return parse_robots(robots_txt).allowed(token, _path_query(url))
 
 
