@@ -201,6 +201,11 @@ def test_robots_pattern_without_leading_slash_is_anchored_at_root() -> None:
     assert not rules.allowed("courtly", "/private/x") and rules.allowed("courtly", "/a/private/x")
 
 
+def test_robots_allow_pattern_without_leading_slash_allows_nothing() -> None:
+    rules = parse_robots(b"User-agent: *\nDisallow: /\nAllow: public/\nAllow: *.css\n")
+    assert not rules.allowed("courtly", "/public/x") and rules.allowed("courtly", "/a.css")
+
+
 def test_robots_parse_limit_ignores_rules_after_500_kib() -> None:
     head = b"User-agent: *\nDisallow: /early\n"
     filler = b"# " + b"x" * (PARSE_BYTES_MAX - len(head) - 100) + b"\n"

@@ -46,11 +46,14 @@ group means allow. Patterns and paths are brought to one form (RFC 9309
 uppercased; reserved characters stay as written (a literal ``:`` does not
 match ``%3A``). In paths, ``*`` and ``$`` are encoded (``%2A``/``%24``) so a
 pattern's ``%2A``/``%24`` matches them literally (2.2.3); in patterns ``*`` is
-a wildcard and a final ``$`` anchors (a ``$`` elsewhere is literal). A pattern
-not starting with ``/`` or ``*`` gets a ``/`` prepended (stricter than
-ignoring it). The longest matching pattern (octets, after normalisation)
-wins; allow wins a tie; empty patterns match nothing; ``/robots.txt`` is
-always allowed. Matching is greedy and linear, with no regular expressions.
+a wildcard and a final ``$`` anchors (a ``$`` elsewhere is literal). A
+disallow pattern not starting with ``/`` or ``*`` gets a ``/`` prepended
+(stricter than ignoring it); such an allow pattern is dropped, as written it
+matches no path (matching starts at the path's first octet, a ``/``) and a
+``/`` would widen what the file allows. The longest matching pattern
+(octets, after normalisation) wins; allow wins a tie; empty patterns match
+nothing; ``/robots.txt`` is always allowed. Matching is greedy and linear,
+with no regular expressions.
 """
 
 from __future__ import annotations
@@ -286,6 +289,15 @@ def _key_value(line: str) -> tuple[str, str] | None:
     return key, value.strip()
 
 
+def _pattern_of(allow: bool, value: str) -> str | None:
+    """The pattern of a non-empty rule value. One not starting with ``/`` or
+    ``*`` matches no path as written: a disallow gets a ``/`` (the politer
+    reading), an allow is dropped (a ``/`` would allow what the file does not)."""
+    if value[0] in "/*":
+        return value
+    return None if allow else "/" + value
+
+
 def _delay(value: str) -> float | None:
     try:
         v = float(value)
@@ -318,8 +330,9 @@ def parse_robots(body: bytes) -> RobotsRules:
                 d = _delay(value)
                 groups[-1][2].extend([d] if d is not None else [])
             elif value:
-                pattern = value if value[0] in "/*" else "/" + value
-                groups[-1][1].append(RobotsRule(kind == "allow", _normalize(pattern, pattern=True)))
+                pattern = _pattern_of(kind == "allow", value)
+                if pattern is not None:
+                    groups[-1][1].append(RobotsRule(kind == "allow", _normalize(pattern, pattern=True)))
         elif kind == "sitemap" and value and value not in sitemaps and len(sitemaps) < SITEMAPS_MAX:
             sitemaps.append(value)
     return RobotsRules(
