@@ -41,7 +41,7 @@ from courtly.config import Config
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
-from courtly.core.robots import RobotsBook, RobotsState
+from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import (
@@ -125,7 +125,7 @@ class Crawler(LeaseRequests):
         r = cfg.robots
         self.robots = RobotsBook(
             cache_s=r.cache_s, retry_s_min=r.retry_s_min, retry_s_max=r.retry_s_max,
-            stale_s_max=r.reuse_s, fetch_timeout_s=cfg.fetch.total_s * (cfg.fetch.redirects_max + 1) + 60,
+            stale_s_max=r.reuse_s, fetch_timeout_s=cfg.fetch.total_s * (REDIRECTS_MAX + 1) + 60,
         )
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
         base_rules = NormalizeRules()

@@ -13,7 +13,7 @@ import asyncio
 
 from courtly.core.frontier import Lease
 from courtly.core.hints import sitemap_locations
-from courtly.core.robots import RobotsFailed, RobotsFetched
+from courtly.core.robots import REDIRECTS_MAX, RobotsFailed, RobotsFetched
 from courtly.core.types import Reason
 from courtly.core.urls import UrlError, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.takedown import PurgedNow
@@ -153,7 +153,8 @@ class LeaseRequests:
                 outcome = RobotsFailed("timeout" if result.error == "timeout" else "network")
             elif 300 <= result.status < 400 and result.headers.get("location"):
                 hops += 1
-                if hops > self.cfg.fetch.redirects_max:
+                # RFC 9309 2.3.1.2: at least five redirects, whatever pages may follow
+                if hops > REDIRECTS_MAX:
                     outcome = RobotsFailed("too_many_redirects")
                     break
                 try:

@@ -1,0 +1,64 @@
+"""robots.txt redirects follow RFC 9309 2.3.1.2, not the page limit.
+
+A real Crawler with the fakes of tests/test_overflow.py. Each host's
+/robots.txt redirects `hops` times along its own /robots-hop/N paths and the
+end of the chain disallows /private. RFC 9309 asks crawlers to follow at least
+five redirects (and lets them take more as "unavailable": allow all), so
+`fetch.redirects_max`, which bounds page redirects, must not change that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from test_overflow import T0, _config, _crawler
+
+ROBOTS = b"User-agent: *\nDisallow: /private\n"
+
+
+def _crawl(tmp_path, hops: int, redirects_max: int) -> list[str]:
+    web = {"https://h.example/": ["https://h.example/private", "https://h.example/open"],
+           "https://h.example/private": [], "https://h.example/open": []}
+    cfg = _config(memory_max=100, key_memory_max=10).replace("fetch", redirects_max=redirects_max)
+    c, fetcher = _crawler(tmp_path, web, cfg)
+    asked: list[str] = []
+
+    async def fetch(url: str, *, ip: str, headers: dict):
+        await asyncio.sleep(0)
+        asked.append(url)
+        path = "/" + url.split("/", 3)[3]
+        headers_out = {"content-type": "text/html"}
+        if path == "/robots.txt" or path.startswith("/robots-hop/"):
+            n = 0 if path == "/robots.txt" else int(path.rsplit("/", 1)[1]) + 1
+            if n < hops:
+                status, body = 301, b""
+                headers_out["location"] = f"/robots-hop/{n}"
+            else:
+                status, body = 200, ROBOTS
+        else:
+            status, body = (200, b"<html>x</html>") if url in web else (404, b"")
+        return SimpleNamespace(url=url, ip=ip, status=status, elapsed_s=0.0001, headers=headers_out,
+                               body=body, content=body, truncated=None, error=None, request_head=b"",
+                               response_head=b"", started_at=T0)
+
+    fetcher.fetch = fetch
+    c.add_seeds(["https://h.example/"])
+    asyncio.run(c.run())
+    c.store.close()
+    return asked
+
+
+@pytest.mark.parametrize("redirects_max", [0, 5, 10])
+def test_robots_five_redirects_are_followed_whatever_pages_may_follow(tmp_path, redirects_max: int) -> None:
+    asked = _crawl(tmp_path, hops=5, redirects_max=redirects_max)
+    assert sum("/robots-hop/" in u for u in asked) == 5
+    assert "https://h.example/open" in asked and "https://h.example/private" not in asked
+
+
+@pytest.mark.parametrize("redirects_max", [5, 10])
+def test_robots_a_sixth_redirect_is_unavailable_allow_all(tmp_path, redirects_max: int) -> None:
+    asked = _crawl(tmp_path, hops=6, redirects_max=redirects_max)
+    assert sum("/robots-hop/" in u for u in asked) == 5   # the sixth hop is not asked for
+    assert "https://h.example/private" in asked
