@@ -42,6 +42,13 @@ def test_bad_values_are_refused():
         config_from_dict({"extract": {"tasks_per_child": 0}})
 
 
+@pytest.mark.parametrize("token", ["bot2", "Bot Name", "bot/1.0", "b\u00f6t", ""])
+def test_robots_token_is_an_rfc9309_product_token(token):
+    with pytest.raises(ConfigError, match="robots.token"):
+        config_from_dict({"robots": {"token": token}})
+    assert config_from_dict({"robots": {"token": "My_Bot-x"}}).robots.token == "My_Bot-x"
+
+
 def test_toml_file_loads_with_allowlist(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text(

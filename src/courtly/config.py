@@ -158,6 +158,9 @@ class FetchSection:
             raise ConfigError("fetch.redirects_max must be in 0..20")
 
 
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-")
+
+
 @dataclass(frozen=True, slots=True)
 class RobotsSection:
     token: str = "courtly"             # product token matched in robots.txt
@@ -169,8 +172,10 @@ class RobotsSection:
     def __post_init__(self) -> None:
         if not 0 < self.cache_s <= 86400:
             raise ConfigError("robots.cache_s must be in (0, 86400]")
-        if not self.token or not all(c.isalnum() or c in "-_" for c in self.token):
-            raise ConfigError("robots.token must be a product token ([A-Za-z0-9_-]+)")
+        # RFC 9309 2.2.1: letters, "_" and "-" only. A digit would be cut off
+        # when matching (token "bot2" would obey the group of "bot")
+        if not self.token or not all(c in _TOKEN_CHARS for c in self.token):
+            raise ConfigError("robots.token must be a product token ([A-Za-z_-]+)")
 
 
 @dataclass(frozen=True, slots=True)
