@@ -42,7 +42,7 @@ def _cases(test: str, robots: str, *checks: tuple) -> list[Case]:
     return [Case(test, robots, *check) for check in checks]
 
 
-# A URL is "Google's" verdict unless `ours` is given: the reasons, once each.
+# Why courtly keeps its own verdict where a case says `ours=` (each reason once).
 WHY_UNRESERVED = (
     "RFC 9309 2.2.2 (and its table): a percent-encoded unreserved octet MUST be "
     "decoded before comparison, so /foo/bar/%62%61%7A is /foo/bar/baz; Google "
@@ -413,7 +413,7 @@ def test_google_maybe_escape_pattern(pattern: str, escaped: str) -> None:
     assert _normalize(pattern, pattern=True) == escaped
 
 
-# -- beyond robots_test.cc: robots.cc's accepted misspellings, escapes in either case ---------
+# -- beyond robots_test.cc: robots.cc's accepted misspellings; escapes in either case --------
 
 
 @pytest.mark.parametrize(
@@ -434,5 +434,9 @@ def test_google_site_map_spelling_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(("rule", "url"), [("/a%aa", "/a%AA"), ("/a%AA", "/a%aa"), ("/a%aa", "/a%aa")])
-def test_google_escapes_compare_in_either_case(rule: str, url: str) -> None:
+def test_escapes_compare_in_either_case(rule: str, url: str) -> None:
+    """Not Google's answer for a lowercase URL escape: robots.cc uppercases the
+    pattern's escapes only and expects the caller to pass a normalised URL.
+    courtly brings both to one form (RFC 3986 2.1: hex digits are
+    case-insensitive), as RFC 9309 2.2.2 compares the encoded forms."""
     assert not courtly.robots_allowed(f"User-agent: *\nDisallow: {rule}\n".encode(), "FooBot", "http://h" + url)
