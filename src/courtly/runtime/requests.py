@@ -161,6 +161,10 @@ class LeaseRequests:
                     url = normalize_url(resolve_url(url, result.headers["location"]), self.rules)
                 except UrlError:
                     outcome = RobotsFetched(404, b"", hops)  # unusable redirect: unavailable
+            elif 200 <= result.status < 300 and result.truncated in ("time", "disconnect"):
+                # a file the network cut short may have lost any later rule (or
+                # cut one, "Allow: /abc" read as "Allow: /a"): unreachable, RFC 9309 2.3.1.4
+                outcome = RobotsFailed("timeout" if result.truncated == "time" else "network")
             else:
                 outcome = RobotsFetched(result.status, result.content or b"", hops)
         done = self.clock.now()
