@@ -70,12 +70,12 @@ def simulated_web(folder: Path, *, hosts: int, pages_per_host: int, ips: int,
 
 
 def courtly_command(tmp: Path, web: SimwebHandle, allowed: list[str], *, max_pages: int, fetch_tasks: int,
-                    delay_s: float, ip_rate: float, ip_concurrency: int) -> list[str]:
+                    delay_s: float, ip_rate: float, ip_concurrency: int, politeness_key: str = "domain") -> list[str]:
     """`python -m courtly crawl` with a config for the simulated web (written into `tmp`)."""
     cfg = tmp / "bench.toml"
     cfg.write_text(
         f"[crawl]\ncontact = \"bench@example.invalid\"\nmax_pages = {max_pages}\n"
-        f"fetch_tasks = {fetch_tasks}\n"
+        f"fetch_tasks = {fetch_tasks}\npoliteness_key = \"{politeness_key}\"\n"
         f"[politeness]\ndelay_s = {delay_s}\nip_rate = {ip_rate}\n"
         f"ip_concurrency = {ip_concurrency}\n"
         f"[fetch]\ntotal_s = 20.0\n[network]\nallow = {json.dumps(allowed)}\n"
@@ -203,8 +203,10 @@ class Verdict:
 
 
 def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_concurrency: int,
-                   token: str = "courtly") -> Verdict:
-    """Pages and politeness violations from the server's request log (see the module doc)."""
+                   token: str = "courtly", politeness_key: str = "domain") -> Verdict:
+    """Pages and politeness violations from the server's request log (see the module doc).
+    `politeness_key` "host" checks one request at a time and the delay per
+    host name instead of per registered domain (and counts keys so)."""
     from courtly.core.urls import registered_domain
     from courtly.sim.check import CheckParams, check_key_politeness, check_log
     from courtly.sim.manifest import web_from_manifest
@@ -233,14 +235,15 @@ def server_verdict(web: SimwebHandle, *, delay_s: float, ip_rate: float, ip_conc
         seconds[second][kind] += 1
     report = check_log(records, web.manifest_file, delay_s_min=delay_s, ip_rate=ip_rate,
                        ip_concurrency=ip_concurrency, coverage=False, duplicate_fetches_max=10**9,
-                       token=token)
+                       token=token, key_of=_host_key if politeness_key == "host" else None)
     rules = Counter(v.rule for v in report.violations)
     per_host = check_key_politeness(records, model, CheckParams(delay_s_min=delay_s), _host_key)
     host_rules = Counter(v.rule for v in per_host)
     return Verdict(pages=kinds["page"], requests=len(records), by_kind=dict(kinds),
                    span_s=float(report.stats.get("span_s", 0.0)), violations=len(report.violations),
                    rules=dict(rules), host_rules=dict(host_rules), report=report,
-                   keys=len({registered_domain(s.name) for s in model.hosts}),
+                   keys=len({(_host_key if politeness_key == "host" else registered_domain)(s.name)
+                             for s in model.hosts}),
                    timeline=[dict(c) for c in seconds])
 
 
