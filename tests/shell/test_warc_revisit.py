@@ -109,6 +109,17 @@ def test_revisit_records_carry_the_warc_1_1_fields(tmp_path: Path):
     assert metadata.warc_headers["WARC-Refers-To"] == refs["same"].record_id
 
 
+def test_identical_payload_revisits_are_marked_truncated_by_length(tmp_path: Path):
+    """WARC 1.1 section 6.7.2: a block that is the response cut short to
+    leave out the duplicate payload "shall" carry WARC-Truncated: length (as
+    Heritrix writes it); a 304 left nothing out."""
+    path, _ = write_captures(tmp_path)
+    same, other, not_modified = (r for r in iter_records(path) if r.rec_type == "revisit")
+    assert same.warc_headers["WARC-Truncated"] == "length"
+    assert other.warc_headers["WARC-Truncated"] == "length"
+    assert "WARC-Truncated" not in not_modified.warc_headers
+
+
 def test_revisit_block_digest_covers_exactly_the_http_head(tmp_path: Path):
     """warcio skips revisit digests ("digest present but not checked"), so
     check them here from the raw record bytes."""

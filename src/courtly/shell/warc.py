@@ -29,7 +29,8 @@ Theory of operation
   identical-payload-digest (same body as an earlier capture; the runtime
   compares ``payload_digest_of(body)`` with its exact-duplicate index) or
   server-not-modified (a 304 to a conditional request). Its block is the HTTP
-  response head only; WARC-Refers-To-Target-URI and WARC-Refers-To-Date name
+  response head only (``WARC-Truncated: length`` on identical-payload-digest
+  revisits, as section 6.7.2 asks of a block cut short); WARC-Refers-To-Target-URI and WARC-Refers-To-Date name
   the earlier capture (and WARC-Refers-To its record id when known), which is
   what pywb uses to replay the revisit from the original record. The framing is written here (it is a few header lines); warcio is
   used only to read and verify. Compression is the main cost: members come
@@ -320,7 +321,9 @@ class WarcWriter:
         "server-not-modified" (a 304; ``payload_digest`` of the earlier
         capture if known, else None). ``refers_to_*`` name the earlier
         capture: its URI, its ``fetched_at``, its WARC-Record-ID if known.
-        The block is ``response_head`` alone (WARC 1.1 section 6.7)."""
+        The block is ``response_head`` alone (WARC 1.1 section 6.7); an
+        identical-payload-digest revisit says so with WARC-Truncated: length
+        (the payload was cut off, section 6.7.2), a 304 has nothing to cut."""
         if profile not in REVISIT_PROFILES:
             raise ValueError(f"profile must be one of {sorted(REVISIT_PROFILES)}")
         if profile == "identical-payload-digest" and not payload_digest:
@@ -349,7 +352,8 @@ class WarcWriter:
             f"WARC-Refers-To-Date: {refers_date}\r\n"
             + (f"WARC-Payload-Digest: {payload_digest}\r\n" if payload_digest else "")
             + f"WARC-Block-Digest: {sha1_b32(hashlib.sha1(response_head))}\r\n"
-            "Content-Type: application/http;msgtype=response\r\n"
+            + ("WARC-Truncated: length\r\n" if profile == "identical-payload-digest" else "")
+            + "Content-Type: application/http;msgtype=response\r\n"
             f"Content-Length: {len(response_head)}\r\n\r\n"
         ).encode("utf-8") + response_head + RECORD_END
         members = [self._member(request_record(req_id, addressed, rev_id, request_head)),
