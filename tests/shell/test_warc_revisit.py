@@ -237,3 +237,57 @@ def test_pywb_replays_an_identical_payload_revisit_from_the_original(tmp_path: P
             assert headers.get("memento-datetime") == capture_date  # the revisit itself was served ...
             assert body == BODY, (url, timestamp)  # ... with the original record's payload
             assert headers.get("content-type", "").startswith("text/html")
+
+
+def test_the_crawlers_304_revisits_refer_to_the_record_holding_the_payload(tmp_path: Path):
+    """A 304 is a server-not-modified revisit of the capture its validators
+    came from: WARC-Refers-To-Target-URI and WARC-Refers-To-Date are that
+    record's WARC-Target-URI and WARC-Date (the fetch's start, not when its
+    answer was handled), a later 304 refers to it too (not to the first
+    revisit, which has no payload; also after a resume), and a page last
+    stored as an exact duplicate refers to the original capture of its payload."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from clock_support import ManualClock
+
+    from courtly.config import Config
+    from courtly.core.types import UrlItem
+    from courtly.runtime.crawler import Crawler
+    from courtly.shell.store.sqlite import SqliteStore
+
+    other = "http://example.com/copy"
+    writer = WarcWriter(tmp_path / "warc", fsync=False)
+
+    def crawler() -> Crawler:
+        c = Crawler(Config().replace("crawl", intent="search"), clock=ManualClock(T0), resolver=None,
+                    fetcher=None, warc=writer, store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
+        c.load()
+        return c
+
+    def answer(c: Crawler, url: str, started_at: float, status: int) -> None:
+        head = HEAD_200 if status == 200 else HEAD_304
+        result = SimpleNamespace(
+            url=url, ip="192.0.2.1", status=status, started_at=started_at, elapsed_s=0.1, truncated=None,
+            error=None, request_head=request_head(), response_head=head, headers={"etag": '"v1"'},
+            body=BODY if status == 200 else b"", content=b"")
+        c.clock.t = started_at + 5.0   # the answer is handled a while after the fetch began
+        asyncio.run(c.results.handle(UrlItem(url, "example.com"), result))
+
+    c = crawler()
+    answer(c, ORIGINAL, T0, 200)          # the response record
+    answer(c, ORIGINAL, T0 + 100, 304)
+    c.commit()
+    c.store.close()
+    c = crawler()                         # resumed: the capture comes back with the URL's history
+    answer(c, ORIGINAL, T0 + 200, 304)
+    answer(c, other, T0 + 300, 200)       # the same bytes: an identical-payload revisit of ORIGINAL
+    answer(c, other, T0 + 400, 304)
+    writer.close()
+    records = [r for path in writer.finished_paths for r in iter_records(path)]
+    (response,) = [r.warc_headers for r in records if r.rec_type == "response"]
+    refers = [(r.warc_headers["WARC-Target-URI"], r.warc_headers["WARC-Refers-To-Target-URI"],
+               r.warc_headers["WARC-Refers-To-Date"]) for r in records if r.rec_type == "revisit"]
+    original = (response["WARC-Target-URI"], response["WARC-Date"])
+    assert original == (ORIGINAL, "2023-11-14T22:13:20.250000Z")
+    assert refers == [(ORIGINAL, *original), (ORIGINAL, *original), (other, *original), (other, *original)]

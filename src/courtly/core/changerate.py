@@ -81,6 +81,7 @@ class ChangeHistory:
     content_hash: str | None = None
     etag: str | None = None
     last_modified: str | None = None
+    capture: tuple[str, float] | None = None   # (url, fetched_at) of the WARC record the validators came from
     fetches: int = 0
     changes: int = 0
     failures: int = 0
@@ -118,8 +119,13 @@ def conditional_headers(history: ChangeHistory) -> dict[str, str]:
 
 
 def observe(history: ChangeHistory, now: float, status: int, content_hash: str | None = None,
-            etag: str | None = None, last_modified: str | None = None) -> bool:
+            etag: str | None = None, last_modified: str | None = None,
+            capture: tuple[str, float] | None = None) -> bool:
     """Record a fetch answer; True when the content differs from what we held.
+
+    `capture`: the WARC-Target-URI and fetched_at (WARC-Date) of the record
+    that holds this answer's payload. Like the validators it is kept through
+    304s: it is what a server-not-modified revisit refers to.
 
     304 is "unchanged". 2xx compares `content_hash`; 404/410 count as content
     ("gone"). Other statuses (5xx, 429, other 4xx, network errors as 0) carry
@@ -148,6 +154,8 @@ def observe(history: ChangeHistory, now: float, status: int, content_hash: str |
         history.etag = etag
     if status != 304 or last_modified:
         history.last_modified = last_modified
+    if status != 304:
+        history.capture = capture
     return changed
 
 

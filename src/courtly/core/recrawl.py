@@ -198,12 +198,13 @@ class RecrawlScheduler:
     # ---- answers ------------------------------------------------------------------
 
     def record_fetch(self, url: str, now: float, *, status: int, content_hash: str | None = None,
-                     etag: str | None = None, last_modified: str | None = None) -> bool:
+                     etag: str | None = None, last_modified: str | None = None,
+                     capture: tuple[str, float] | None = None) -> bool:
         """Feed a fetch answer back; returns `observe`'s changed flag and reschedules."""
         e = self._entries[url]
         hist = e.history
         fetches, prev_at = hist.fetches, hist.last_fetched_at
-        changed = observe(hist, now, status, content_hash, etag, last_modified)
+        changed = observe(hist, now, status, content_hash, etag, last_modified, capture)
         if hist.fetches == fetches:  # no change information: a failure
             self._retry(e, now)
             return False

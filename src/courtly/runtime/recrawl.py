@@ -37,6 +37,7 @@ def history_to_json(h: ChangeHistory) -> str:
         "n": h.history_max, "f": h.last_fetched_at, "c": h.last_changed_at, "h": h.content_hash,
         "e": h.etag, "m": h.last_modified, "fe": h.fetches, "ch": h.changes, "fa": h.failures,
         "i": list(h.intervals), "x": [bool(x) for x in h.changed], "o": list(h.older), "oa": h.older_at,
+        "p": h.capture,
     })
 
 
@@ -46,7 +47,7 @@ def history_from_json(text: str) -> ChangeHistory:
         history_max=d["n"], last_fetched_at=d["f"], last_changed_at=d["c"], content_hash=d["h"],
         etag=d["e"], last_modified=d["m"], fetches=d["fe"], changes=d["ch"], failures=d["fa"],
         intervals=deque(d["i"], maxlen=d["n"]), changed=deque(d["x"], maxlen=d["n"]),
-        older=tuple(d["o"]), older_at=d["oa"],
+        older=tuple(d["o"]), older_at=d["oa"], capture=tuple(d["p"]) if d.get("p") else None,
     )
 
 
@@ -105,13 +106,16 @@ class Recrawl:
             return {}
         return conditional_headers(self.scheduler.history(url))
 
-    def last_fetched_at(self, url: str) -> float | None:
+    def last_capture(self, url: str) -> tuple[str, float] | None:
+        """(url, fetched_at) of the WARC record holding the payload that the
+        validators of `url`'s conditional GET name (`observe`'s `capture`)."""
         if not self.enabled or url not in self.scheduler:
             return None
-        return self.scheduler.history(url).last_fetched_at
+        return self.scheduler.history(url).capture
 
     def fetched(self, url: str, host: str, depth: int, now: float, *, status: int, content_hash: str | None,
-                etag: str | None, last_modified: str | None, batch) -> bool:
+                etag: str | None, last_modified: str | None, batch,
+                capture: tuple[str, float] | None = None) -> bool:
         """Record an answer (2xx, 304, 404/410...); returns "changed"."""
         if not self.enabled:
             return False
@@ -122,7 +126,7 @@ class Recrawl:
             self._depth[url] = depth
         s.set_importance(url, self.opic.importance(url))
         changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,
-                                 last_modified=last_modified)
+                                 last_modified=last_modified, capture=capture)
         batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
         return changed
 

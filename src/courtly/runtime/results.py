@@ -111,9 +111,9 @@ class Results:
         kind = "recrawl" if item.kind == "recrawl" else "page"
         meta = {"via": item.via, "depth": str(item.depth), "fetch-reason": item.kind}
         if status == 304:
-            # unchanged since our last capture: a server-not-modified revisit of it
-            last = c.recrawl.last_fetched_at(item.url)
-            ref = FirstCapture(item.url, last) if last is not None else None
+            # unchanged since the capture our validators came from: a server-not-modified revisit of it
+            last = c.recrawl.last_capture(item.url)
+            ref = FirstCapture(*last) if last is not None else None
             self.archive(item.url, result, kind=kind, meta=meta, first=ref, profile="server-not-modified")
             self.record_change(item, result, now, content_hash=None)
             c.batch.fetched.append((now, status, item.url))
@@ -126,7 +126,7 @@ class Results:
             if first is not None and c.takedowns.match(first.url):
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
         self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
-        self.record_change(item, result, now)
+        self.record_change(item, result, now, first=first)
         if first is not None:   # the same bytes as an earlier page: its links are queued already
             c.batch.fetched.append((now, status, item.url))
             return "done"
@@ -181,17 +181,21 @@ class Results:
         stats.fetched += 1
         stats.status[status] = stats.status.get(status, 0) + 1
 
-    def record_change(self, item: UrlItem, result, now: float, *, content_hash: str | None = "") -> None:
-        """Feed the answer to the recrawl scheduler (search and monitor intents)."""
+    def record_change(self, item: UrlItem, result, now: float, *, content_hash: str | None = "",
+                      first: FirstCapture | None = None) -> None:
+        """Feed the answer to the recrawl scheduler (search and monitor intents);
+        `first`: the earlier capture it was archived as a revisit of, if any."""
         c = self.c
         if not c.recrawl.enabled:
             return
         if content_hash == "":
             content_hash = payload_digest(result.content or result.body or b"")
         headers = result.headers or {}
+        # the record holding the payload (a 304 keeps the one before): this answer's, or its original
+        capture = (first.url, first.date) if first is not None else (item.url, result.started_at)
         c.recrawl.fetched(item.url, host_of_normalized(item.url), item.depth, now, status=result.status,
                              content_hash=content_hash, etag=headers.get("etag"),
-                             last_modified=headers.get("last-modified"), batch=c.batch)
+                             last_modified=headers.get("last-modified"), batch=c.batch, capture=capture)
 
     def read_hints(self, item: UrlItem, content: bytes, now: float) -> None:
         """A sitemap or feed: its dated entries are change hints, the rest discovery."""
