@@ -56,6 +56,21 @@ def test_allowed_network_permits_only_that_network():
     assert not NetPolicy(("10.0.0.0/8",)).is_loopback_only()
 
 
+@pytest.mark.parametrize("ip", [
+    "64:ff9b::7f00:5",                         # NAT64: the translator's 127.0.0.5, not ours
+    "2002:7f00:5::",                           # 6to4: a relay's business
+    "2001:0:4136:e378:8000:63bf:80ff:fffa",    # Teredo, client 127.0.0.5
+    "::127.0.0.5",                             # IPv4-compatible (deprecated): routed as IPv6
+])
+def test_allowed_network_does_not_open_other_v6_forms_of_it(ip):
+    # Only the IPv4-mapped form is the same destination as the IPv4 address
+    # (the kernel connects ::ffff:a.b.c.d to a.b.c.d); the other forms go to
+    # another machine, or nowhere, and are not in the listed network.
+    policy = NetPolicy(("127.0.0.0/8",))
+    assert policy.permits("::ffff:127.0.0.5")
+    assert not policy.permits(ip)
+
+
 def test_default_policy_refuses_loopback():
     assert not NetPolicy().permits("127.0.0.1")
 

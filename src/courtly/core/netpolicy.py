@@ -10,7 +10,9 @@ multicast, broadcast or reserved. IPv6 forms that embed an IPv4 address
 they embed, so ``::ffff:127.0.0.1`` is loopback.
 
 A crawl may explicitly allow extra networks (the simulated web lives on
-127.0.0.0/8); `NetPolicy` combines the two rules. Pure: no DNS here.
+127.0.0.0/8); `NetPolicy` combines the two rules. An allowed IPv4 network
+also opens its IPv4-mapped forms (the same destination), not its NAT64, 6to4,
+Teredo or IPv4-compatible ones. Pure: no DNS here.
 """
 
 from __future__ import annotations
@@ -109,16 +111,19 @@ def _is_public(addr: IPAddress) -> bool:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _permits(allowed_networks: tuple[str, ...], ip: str) -> bool:
+    """Public, or inside an allowed network. An IPv6 address counts as its
+    embedded IPv4 only in the IPv4-mapped form, the one the kernel connects to
+    that very IPv4 address; NAT64, 6to4, Teredo and IPv4-compatible forms go
+    to a translator, a relay or nowhere, not into the listed network, so they
+    are opened only by a network that names them as IPv6."""
     addr = parse_ip(ip)
     if addr is None:
         return False
     if _is_public(addr):
         return True
     candidates: list[IPAddress] = [addr]
-    if isinstance(addr, ipaddress.IPv6Address):
-        inner = embedded_ipv4(addr)
-        if inner is not None:
-            candidates.append(inner)
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        candidates.append(addr.ipv4_mapped)
     for net in allowed_networks:
         network = ipaddress.ip_network(net, strict=False)
         if any(c.version == network.version and c in network for c in candidates):
