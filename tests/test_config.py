@@ -64,6 +64,22 @@ def test_toml_file_loads_with_allowlist(tmp_path):
     assert c.network.allow == ("127.0.0.0/8",)
 
 
+@pytest.mark.parametrize("net", ["10.0.0.0/33", "not-a-network", "10/8", " 10.0.0.0/8", "010.0.0.0/8",
+                                 "fe80::/10%eth0", "10.0.0.5/8", "127.0.0.1/8"])
+def test_network_allow_is_parsed_strictly(tmp_path, net):
+    # a bad entry is a one-line config error naming the key, from the file as
+    # from the command line; host bits set ("10.0.0.5/8") are a typo, not /8
+    with pytest.raises(ConfigError, match=r"network\.allow\[1\]"):
+        config_from_dict({"network": {"allow": ["127.0.1.0/24", net]}})
+    p = tmp_path / "c.toml"
+    p.write_text(f'[network]\nallow = ["127.0.1.0/24", "{net}"]\n')
+    with pytest.raises(ConfigError, match="network.allow"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="network.allow"):
+        Config().replace("network", allow=("127.0.1.0/24", net))
+    assert config_from_dict({"network": {"allow": ["10.0.0.0/8", "127.0.0.1", "fd00::/8"]}}).network.allow
+
+
 def test_invalid_toml_is_a_config_error(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text("[crawl\n")

@@ -325,7 +325,7 @@ def read_seeds(urls: list[str], seeds_file: str | None):
 
 
 def config_from_args(args: argparse.Namespace):
-    from courtly.config import load_config
+    from courtly.config import check_networks, load_config
 
     cfg = load_config(args.config)
     crawl = {}
@@ -347,6 +347,7 @@ def config_from_args(args: argparse.Namespace):
         cfg = cfg.replace("politeness", delay_s=args.delay_s)
     net = {}
     if args.allow_network:
+        check_networks("--allow-network", args.allow_network)   # a typo is a one-line error naming the flag
         net["allow"] = tuple(cfg.network.allow) + tuple(args.allow_network)
     if args.resolve:
         net["resolve"] = tuple(cfg.network.resolve) + tuple(args.resolve)
@@ -354,14 +355,6 @@ def config_from_args(args: argparse.Namespace):
         net["hosts_file"] = args.hosts_file
     if net:
         cfg = cfg.replace("network", **net)
-    # validate networks now, so a typo is a one-line error
-    from courtly.core.netpolicy import NetPolicy
-    from courtly.config import ConfigError
-
-    try:
-        NetPolicy(cfg.network.allow)
-    except ValueError as e:
-        raise ConfigError(f"--allow-network: {e}") from e
     return cfg
 
 

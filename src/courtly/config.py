@@ -14,6 +14,7 @@ defaults, never the code path.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import tomllib
 import types
 import typing
@@ -44,6 +45,7 @@ __all__ = [
     "load_config",
     "config_from_dict",
     "INTENTS",
+    "check_networks",
 ]
 
 INTENTS = ("archive", "search", "monitor")
@@ -183,6 +185,9 @@ class NetworkSection:
     allow: tuple[str, ...] = ()        # CIDRs allowed beside public addresses
     resolve: tuple[str, ...] = ()      # "host:ip" pins, like curl --resolve
     hosts_file: str = ""               # JSON {"host": "ip"} (e.g. from courtly simweb)
+
+    def __post_init__(self) -> None:
+        check_networks("network.allow", self.allow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +396,25 @@ class Config:
             if not a.owner:
                 out.append(f"politeness.allow entry for {a.key} has no owner")
         return out
+
+
+def check_networks(name: str, nets: typing.Iterable[str]) -> None:
+    """Raise ConfigError unless each of `nets` is an IP network (CIDR) with no
+    host bits set, or one address. Strict because each entry opens non-public
+    addresses to attacker-chosen links: "10.0.0.5/8" is a typo to point out,
+    not all of 10.0.0.0/8."""
+    for i, net in enumerate(nets):
+        try:
+            if not isinstance(net, str):
+                raise ValueError("not a string")
+            ipaddress.ip_network(net)
+        except ValueError as e:
+            hint = ""
+            try:
+                hint = f" (did you mean {ipaddress.ip_network(net, strict=False)}?)"
+            except (ValueError, TypeError):
+                pass
+            raise ConfigError(f"{name}[{i}]: {net!r} is not a network such as 10.1.0.0/16: {e}{hint}") from None
 
 
 def _positive(name: str, v: float) -> None:
