@@ -33,9 +33,18 @@ def test_public_addresses_are_accepted(ip):
     assert is_public_address(ip)
 
 
-@pytest.mark.parametrize("garbage", ["", "localhost", "example.com", "999.1.1.1", "1.2.3", "::g"])
+@pytest.mark.parametrize("garbage", ["", "localhost", "example.com", "999.1.1.1", "1.2.3", "::g",
+                                     "8.8.8.8%eth0", "8.8.8.8%.evil.test", "8.8.8.8%", "2606:4700::1%"])
 def test_garbage_is_not_public(garbage):
     assert not is_public_address(garbage)
+
+
+def test_zone_id_belongs_to_ipv6_only():
+    # "8.8.8.8%.evil.test" is a name: judged as 8.8.8.8 it would be handed to
+    # connect(), whose getaddrinfo looks it up in DNS (a second resolution)
+    assert parse_ip("8.8.8.8%.evil.test") is None
+    assert str(parse_ip("fe80::1%eth0")) == "fe80::1"
+    assert not NetPolicy().permits("93.184.216.34%25.evil.test")
 
 
 def test_teredo_is_judged_by_the_client_address_it_hides():

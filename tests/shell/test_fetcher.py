@@ -381,6 +381,34 @@ def test_non_permitted_address_is_never_connected_to():
     assert s.connections == []
 
 
+def test_a_name_dressed_as_an_ip_with_a_zone_id_gets_no_second_lookup():
+    # "93.184.216.34%25.evil.test" was judged as the public 93.184.216.34 and
+    # then given to connect() as written, whose getaddrinfo resolved the name.
+    async def go():
+        loop = asyncio.get_running_loop()
+        looked_up = []
+
+        async def tripwire(host, *args, **kwargs):
+            looked_up.append(host)
+            raise OSError("a second lookup")
+
+        loop.getaddrinfo = tripwire
+
+        async def evil_dns(host):
+            return [("127.0.0.1", 60.0)]
+
+        f = Http1Fetcher(SafeResolver(NetPolicy(), lookup=evil_dns), user_agent=UA)
+        async with f:
+            results = [await f.fetch("http://93.184.216.34%25.evil.test/"),
+                       await f.fetch("http://caller.test/", ip="93.184.216.34%.evil.test")]
+        return results, looked_up
+
+    results, looked_up = run(go())
+    assert looked_up == []
+    for r in results:
+        assert (r.status, r.error) == (0, "non_public"), (r.url, r.error, r.error_detail)
+
+
 def test_dns_failure_is_an_error_kind():
     async def go():
         async def nx(host):

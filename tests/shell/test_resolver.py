@@ -74,6 +74,16 @@ def test_ip_literal_non_public_is_refused(literal):
     assert exc.reason is Reason.NON_PUBLIC
 
 
+@pytest.mark.parametrize("host", ["93.184.216.34%25.evil.test", "93.184.216.34%.evil.test"])
+def test_ipv4_with_a_zone_id_is_a_name_not_a_literal(host):
+    # Taken as the literal 93.184.216.34 it came back as the "address" to
+    # connect to, and connect() looked the whole name up again in DNS.
+    dns = FakeDns({host: [("127.0.0.1", 60)]})
+    exc = refused(SafeResolver(NetPolicy(), lookup=dns), host)
+    assert exc.reason is Reason.NON_PUBLIC
+    assert dns.calls == [host]
+
+
 def test_override_takes_precedence_over_dns_and_keeps_order():
     dns = FakeDns({"site.test": [("93.184.216.34", 300)]})
     r = SafeResolver(NetPolicy(), overrides={"Site.Test.": ["198.51.99.1", "8.8.8.8"]}, lookup=dns)

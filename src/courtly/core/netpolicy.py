@@ -65,15 +65,24 @@ _V6_6TO4 = ipaddress.IPv6Network("2002::/16")
 
 
 def parse_ip(text: str) -> IPAddress | None:
-    """The address in `text` (brackets and an IPv6 zone id tolerated), or None."""
+    """The address in `text` (brackets and an IPv6 zone id tolerated), or None.
+
+    A zone id follows an IPv6 address only: ``93.184.216.34%.evil.test`` is a
+    name, not 93.184.216.34. Judged as that address it would be passed on as
+    the address to connect to, and connect() would resolve it (getaddrinfo
+    falls back to DNS for what is not numeric): a second lookup that decides
+    the destination."""
     t = text.strip()
     if t.startswith("[") and t.endswith("]"):
         t = t[1:-1]
-    t = t.split("%", 1)[0]
+    t, pct, zone = t.partition("%")
     try:
-        return ipaddress.ip_address(t)
+        addr = ipaddress.ip_address(t)
     except ValueError:
         return None
+    if pct and (addr.version != 6 or not zone):
+        return None
+    return addr
 
 
 def embedded_ipv4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
