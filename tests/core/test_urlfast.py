@@ -52,6 +52,7 @@ CORPUS = [
     "http://a.test/%zz", "http://a.test/%4", "http://a.test/%", "http://a.test/?q=%2f", "http://a.test/?q=%e9",
     "http://a.test/caf\u00e9", "http://a.test/a b", "http://a.test/a\"b", "http://a.test/a<b>", "http://a.test/a|b",
     "http://a.test/a^b", "http://a.test/a`b", "http://a.test/{x}", "http://a.test/a[b]",
+    "http://a.test/?a<b", "http://a.test/?a>b", "http://a.test/?q=<x>&a=1", "http://a.test/x?;=:@/?09",
     # ports
     "http://a.test:80/", "https://a.test:443/", "http://a.test:443/", "https://a.test:80/", "http://a.test:/",
     "http://a.test:080/", "http://a.test:0080/", "http://a.test:00/", "http://a.test:65536/",

@@ -99,6 +99,7 @@ NORMALISE = [
     ("http://example.com/{x}|<y>", "http://example.com/%7Bx%7D%7C%3Cy%3E"),
     ("http://example.com/?q=caf\u00e9 x", "http://example.com/?q=caf%C3%A9%20x"),
     ("http://example.com/?q=a+b", "http://example.com/?q=a+b"),
+    ("http://example.com/?q=<b>&a=1", "http://example.com/?a=1&q=%3Cb%3E"),  # < > are not query characters
     # fragment
     ("http://example.com/a#frag", "http://example.com/a"),
     ("http://example.com/a?b=1#frag?c", "http://example.com/a?b=1"),

@@ -28,7 +28,9 @@ __all__ = ["DEFAULT_PORTS", "common_match", "fast_parts"]
 # last of which is neither a number nor "0x..." (those are IPv4 forms).
 # Port: decimal, at most 65535, no leading zero on five digits. Path: RFC 3986
 # pchar and "/" without "%" (an escape may need rewriting); query: the same
-# and "?". Fragment: anything (it is dropped).
+# and "?", put first in its class: after the closing "-" of _PATH_CHARS it
+# made a range "/-?" that let "<" and ">" through unescaped. Fragment:
+# anything (it is dropped).
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _END = r"(?=[:/?#]|\Z)"
 _LABEL = r"(?!xn--)[a-z0-9_-]{1,63}"
@@ -38,7 +40,7 @@ _COMMON_RE = re.compile(
     rf"((?:{_LABEL}\.)*(?![0-9]+{_END})(?!0x){_LABEL}|(?:{_OCTET}\.){{3}}{_OCTET})"
     r"(?::(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5]?[0-9]{1,4}))?"
     rf"(/[{_PATH_CHARS}]*+)?"   # possessive: what follows starts with a character
-    rf"(?:\?([{_PATH_CHARS}?]*+))?"   # outside the class, so backtracking cannot help
+    rf"(?:\?([?{_PATH_CHARS}]*+))?"   # outside the class, so backtracking cannot help
     r"(#.*)?",
     re.S,
 )
