@@ -18,7 +18,7 @@ BASES = [
     "http://h//a", "http://h/a/./b/c", "http://h/a b/c.html", "HTTP://H/A/B", "http://h/p#frag",
 ]
 REF_BITS = st.sampled_from(["g", "h.html", "../", "./", "..", ".", "/", "//", "?", "#", "?y", "#s",
-                            ";x", ":", "%2e", "a b", "é", "http:", ".g", "g.", "x=1"])
+                            ";x", ":", "%2e", "a b", "é", "http:", "https:", "///", ".g", "g.", "x=1"])
 
 
 def rfc(base: str, ref: str) -> str:
@@ -46,6 +46,41 @@ def test_relative_paths_take_the_fast_path_and_resolve_as_rfc3986_says(monkeypat
 
     monkeypatch.setattr(links_module._Resolver, "_resolve", refused)
     assert _Resolver(base)(ref) == expected == resolve_url(base, ref)
+
+
+@pytest.mark.parametrize("base, ref, expected", [
+    # WHATWG: a run of slashes before the host is one "//"; http(s): of the
+    # other scheme leads to the host; of the base's own scheme with fewer
+    # than two slashes it is relative (what browsers follow)
+    ("http://h/d/p", "///x.test/a", "http://x.test/a"),
+    ("https://h/d/p", "////x.test", "https://x.test"),
+    ("http://h/d/p", "\\\\\\x.test\\a", "http://x.test/a"),
+    ("http://h/d/p", "http:///x.test/a", "http://x.test/a"),
+    ("http://h/d/p", "https:///x.test/a", "https://x.test/a"),
+    ("http://h/d/p", "https:x.test/a", "https://x.test/a"),
+    ("http://h/d/p", "HTTPS:/x.test", "HTTPS://x.test"),
+    ("https://h/d/p", "http:x.test", "http://x.test"),
+    ("https://h/d/p", "http:\\x.test", "http://x.test"),
+    ("http://h/d/p", "http:x.test/a", "http://h/d/x.test/a"),
+    ("http://h/d/p", "http:/x.test/a", "http://h/x.test/a"),
+    ("http://h/d/p", "http:?q", "http://h/d/p?q"),
+    ("http://h/d/p", "//x.test/a", "http://x.test/a"),
+    ("http://h/d/p", "https://x.test/a", "https://x.test/a"),
+    # no host after the slashes: nothing a normaliser accepts (WHATWG: failure)
+    ("http://h/d/p", "///", "http://"),
+    ("http://h/d/p", "https:", "https://"),
+    ("https://h/d/p", "http:", "http://"),
+])
+def test_slashes_and_special_schemes_read_as_browsers_read_them(base, ref, expected):
+    from courtly.core.urls import UrlError, normalize_url
+
+    got = _Resolver(base)(ref)
+    assert got == expected
+    page = extract_links(f'<a href="{ref}">x</a>'.encode(), base, content_type="text/html")
+    assert [l.url for l in page.links] == [got]
+    if expected.endswith("://"):
+        with pytest.raises(UrlError):
+            normalize_url(got)
 
 
 def test_a_base_with_dot_segments_or_spaces_takes_the_rfc_path():

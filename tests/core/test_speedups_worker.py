@@ -187,12 +187,13 @@ LINK_BASES = ["http://a.test/dir/page.html", "http://a.test", "https://a.test:84
 HREF_BITS = ["http://b.test/x", "https://b.test", "HTTP://b.test/", "//c.test/p", "/", "/p", "p", "q.html",
              "../", "../../", "..", ".", "./", ".p", "/.", "?q=1", "#f", ":", "a:b", "1a:b", "http:g",
              "javascript:void(0)", "JavaScript:x", "mailto:x@y", "TEL:1", "data:,x", "ftp://f.test/",
-             "\\", "é", "日本", "%2e", " ", "\t", "\n", "\x00", "\x1f", "\u00a0", "&amp;", "=", "'", '"']
+             "\\", "///", "https:", "é", "日本", "%2e", " ", "\t", "\n", "\x00", "\x1f", "\u00a0", "&amp;", "=", "'", '"']
 HREFS = ["../p", "../../p", "../../../p", "../", "p", "p/q", "q.html?x#y", "/p", "//c.test/p", "http://b.test/x",
          "https://b.test", "HTTP://b.test/", "#f", "", " ", " /p ", "\t/p", "/p\n", "tel:1", "TEL:1",
          "javascript:x", "mailto:x", "data:,x", "ftp://f.test/", "a:b", "1a:b", "http:g", "p\\q", "./p", ".p",
          "..p", "p/../q", "/.", "?q", "\u00e9/\u65e5", "\x00p", "\x1fp", "\u00a0p", "%2e%2e/p", "p.",
-         "../p/./q", "http://b.test/./x"]
+         "../p/./q", "http://b.test/./x", "///c.test/p", "////c.test", "http:///b.test/x", "https:///b.test",
+         "https:b.test/x", "https:/b.test", "http:/b.test", "http:", "https:", "///", "\\\\\\c.test"]
 REL_VALUES = [None, "", "nofollow", "NoFollow", "ugc", "SPONSORED", "ugc sponsored", "external", "nofollowx", "x\tNOFOLLOW",
               "sponsored\x1c", "\u00a0nofollow", "\u212anofollow", "n\u00f3follow", "nofollow\u2003ugc"]
 
