@@ -168,6 +168,15 @@ def test_normalize_ip_hosts(url: str, expected: str) -> None:
         ("http://\uff25\uff38\uff21\uff2d\uff30\uff2c\uff25\u3002com/", "http://example.com/"),
         ("http://\u0440\u0444.\u0440\u0444/", "http://xn--p1ai.xn--p1ai/"),
         ("http://%D1%80%D1%84.%D1%80%D1%84/", "http://xn--p1ai.xn--p1ai/"),
+        # UTS-46 validity as browsers check it, not IDNA 2008's table: symbols
+        # and emoji, hyphens at the ends (CheckHyphens off), CONTEXTO points
+        ("http://\u2603.net/", "http://xn--n3h.net/"),
+        ("http://xn--n3h.net/", "http://xn--n3h.net/"),
+        ("http://i\u2764.ws/", "http://xn--i-7iq.ws/"),
+        ("http://%F0%9F%92%A9.la/", "http://xn--ls8h.la/"),
+        ("http://-\u00e9.test/", "http://xn----bga.test/"),
+        ("http://a\u00b7b.test/", "http://xn--ab-0ea.test/"),
+        ("http://\u0628\u200c\u0628.test/", "http://xn--ngba799q.test/"),  # ZWNJ where RFC 5892 allows it
     ],
 )
 def test_normalize_idna(url: str, expected: str) -> None:
@@ -202,6 +211,13 @@ def test_normalize_idna_is_nontransitional() -> None:
         ("http://exa mple.com/", Reason.MALFORMED),
         ("http://a..b/", Reason.MALFORMED),
         ("http://xn--zz.com/", Reason.MALFORMED),
+        ("http://xn--a.com/", Reason.MALFORMED),  # decodes to U+0080, not a valid code point
+        ("http://xn--ab-.com/", Reason.MALFORMED),  # decodes to ASCII
+        ("http://xn--xn--bcher-kva-8sb.com/", Reason.MALFORMED),  # decodes to an xn-- label
+        ("http://xn---ls8h.la/", Reason.MALFORMED),  # not the punycode of its label (xn--ls8h)
+        ("http://a\u200cb.test/", Reason.MALFORMED),  # ZWNJ without the context RFC 5892 asks
+        ("http://\u0301a.test/", Reason.MALFORMED),  # leading combining mark
+        ("http://\u0663a.test/", Reason.MALFORMED),  # RFC 5893 bidi rules
         ("http://%ff.com/", Reason.MALFORMED),
         ("http://" + "a" * 64 + ".com/", Reason.MALFORMED),
         ("http://example.com/" + "a" * 2100, Reason.LENGTH),

@@ -18,7 +18,8 @@ records: change a rule, bump the version.
    authority with a host is required (``http:foo`` is MALFORMED, not guessed);
 3. userinfo is DROPPED (never rejected): we never send credentials, and
    keeping ``user:secret@`` out of the frontier keeps it out of logs and WARCs;
-4. host: percent-decoded, IDNA (UTS-46 non-transitional via the ``idna``
+4. host: percent-decoded, IDNA (UTS-46 non-transitional mapping and the
+   validity checks browsers make, see `_uts46_valid`, via the ``idna``
    package when installed, else Python's IDNA 2003 codec) to lowercase
    A-labels; WHATWG IPv4 forms (``2130706433``, ``0x7f000001``,
    ``0177.0.0.1``, ``127.1``) to a dotted quad; IPv6 compressed and bracketed
@@ -229,22 +230,52 @@ def _parse_ipv4(host: str) -> str:
 
 
 def _to_alabel(label: str) -> str:
+    """The A-label of a non-ASCII label that `_uts46_map` left (NFC, every
+    code point UTS-46 valid), if `_uts46_valid` passes it."""
     try:
-        if _idna is not None:
-            return _idna.alabel(label).decode("ascii")
-        return label.encode("idna").decode("ascii")  # pragma: no cover
+        if _idna is None:  # pragma: no cover
+            return label.encode("idna").decode("ascii")
+        _uts46_valid(label)
+        return "xn--" + label.encode("punycode").decode("ascii")
     except (UnicodeError, ValueError) as exc:
         raise UrlError(Reason.MALFORMED, f"bad IDN label {label!r}") from exc
 
 
 def _check_alabel(label: str) -> None:
+    """An ``xn--`` label must be what `_to_alabel` makes of some label: its
+    punycode decodes to a label that is not ASCII, that UTS-46 mapping
+    leaves as it is and `_uts46_valid` passes, and encodes back to it (one
+    spelling of one host)."""
     try:
-        if _idna is not None:
-            _idna.decode(label)
-        else:  # pragma: no cover
+        if _idna is None:  # pragma: no cover
             label.encode("ascii").decode("idna")
+            return
+        ulabel = label[4:].encode("ascii").decode("punycode")
+        if ulabel.isascii() or _idna.uts46_remap(ulabel, std3_rules=False, transitional=False) != ulabel:
+            raise ValueError("not a label that maps to itself")
+        _uts46_valid(ulabel)
+        if ulabel.encode("punycode").decode("ascii") != label[4:]:
+            raise ValueError("not the punycode of its label")
     except (UnicodeError, ValueError) as exc:
         raise UrlError(Reason.MALFORMED, f"bad punycode label {label!r}") from exc
+
+
+def _uts46_valid(label: str) -> None:
+    """Raise ValueError unless `label` (UTS-46 mapped) passes the checks
+    browsers make (WHATWG: UTS-46 ToASCII, CheckHyphens off, CheckJoiners
+    and CheckBidi on): no leading combining mark, ZWJ/ZWNJ only where RFC
+    5892 allows them, RFC 5893's bidi rules, no ``xn--`` prefix. Not the
+    `idna` package's IDNA 2008 check: it refuses symbols and emoji (☃.net,
+    i❤.ws), hyphens at the ends and CONTEXTO code points that browsers
+    resolve, so their links were refused as MALFORMED."""
+    assert _idna is not None
+    _idna.check_initial_combiner(label)
+    for at, char in enumerate(label):
+        if char in "\u200c\u200d" and not _idna.valid_contextj(label, at):
+            raise ValueError(f"joiner not allowed at {at}")
+    _idna.check_bidi(label)
+    if label.startswith("xn--"):
+        raise ValueError("label starts with xn--")
 
 
 def _canonical_host(raw: str) -> str:
