@@ -315,7 +315,7 @@ static int anchor_target(PyObject *href, PyObject *base, PyObject **target)
     Py_ssize_t len = end - start;
     data = PyUnicode_DATA(ref);
     kind = PyUnicode_KIND(ref);
-    /* a run of slashes before the host (href._SLASH_RUNS): Python */
+    /* a run of three slashes or more before the host (Resolver.__call__): Python */
     if (starts_with(kind, data, 0, len, "///") || starts_with(kind, data, 0, len, "http:///")
         || starts_with(kind, data, 0, len, "https:///")) {
         Py_DECREF(ref);

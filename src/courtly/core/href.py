@@ -46,7 +46,7 @@ _REFERENCE = re.compile(  # RFC 3986 appendix B, with a strict scheme
 )
 _COLON_FIRST = re.compile(r"[^/?#]*:")  # a colon in the first segment
 _C0_OR_SPACE = re.compile(r"[\x00-\x20]")
-_SLASH_RUNS = ("///", "http:///", "https:///")  # the host comes after the whole run: not for the fast paths
+_SLASH_RUNS = ("http:///", "https:///")  # the host comes after the whole run: not for the fast paths
 
 
 class Resolver:
@@ -99,12 +99,15 @@ class Resolver:
 
     def __call__(self, ref: str) -> str | None:
         if self.fast and "\\" not in ref:
-            if "/." not in ref and not ref.startswith(_SLASH_RUNS):
+            if "/." not in ref:
+                # a run of three slashes or more leads to the host: `_resolve`
                 if ref.startswith(("http://", "https://")):
-                    return ref
-                if ref.startswith("//"):
-                    return f"{self.scheme}:{ref}"
-                if ref.startswith("/"):
+                    if not ref.startswith(_SLASH_RUNS):
+                        return ref
+                elif ref.startswith("//"):
+                    if ref[2:3] != "/":
+                        return f"{self.scheme}:{ref}"
+                elif ref.startswith("/"):
                     return self.origin + ref
             if self.directory is not None and ":" not in ref and ref[:1] not in "/?#":
                 return self._relative(ref)
