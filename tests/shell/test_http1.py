@@ -400,3 +400,70 @@ def test_an_exchange_reads_the_same_wherever_the_chunks_split():
     for i in range(1, len(wire)):
         for j in range(i, len(wire), 7):
             assert read([wire[:i], wire[i:j], wire[j:]]) == whole, (i, j)
+
+
+# -- transfer codings (RFC 9112 6.3, 7) ----------------------------------------------------
+
+
+def read_exchange(chunks: list[bytes], close: bool = True):
+    """An Exchange fed `chunks` (then a clean close, unless it ended before)."""
+    from courtly.shell.http1 import Exchange
+
+    loop = asyncio.new_event_loop()
+    try:
+        x = Exchange(loop, 1 << 20, 1 << 16, 100)
+        for c in chunks:
+            x.feed(c)
+        if close and not x.ended:
+            x.lost(None)
+        return x
+    finally:
+        loop.close()
+
+
+def test_the_close_ends_the_body_exactly_when_chunked_is_not_the_final_transfer_coding():
+    import httptools
+
+    values = [b"chunked", b"Chunked", b"gzip, chunked", b"gzip,\tchunked", b"chunked, gzip", b"chunked ,", b"chunked\t",
+              b"chunked;x=1", b"xchunked", b"gzip"]
+    for lines in [[v] for v in values] + [[b"chunked", b"gzip"], [b"gzip", b"chunked"]]:
+        head = b"HTTP/1.1 200 OK\r\n" + b"".join(b"Transfer-Encoding: %s\r\n" % v for v in lines) + b"\r\n"
+
+        class Probe:  # does llhttp itself de-chunk?
+            ended = False
+
+            def on_message_complete(self):
+                self.ended = True
+
+        probe = Probe()
+        httptools.HttpResponseParser(probe).feed_data(head + b"2\r\nok\r\n0\r\n\r\n")
+        cut = read_exchange([head + b"5\r\nhel"])  # the peer hangs up: complete only if close-delimited
+        assert (cut.complete, cut.truncated) == ((False, "disconnect") if probe.ended else (True, None)), lines
+
+
+def test_transfer_codings_other_than_chunked_are_undone_or_refused():
+    import gzip
+    import zlib
+
+    page = b"<p>transfer-coded</p>" * 50
+
+    def chunked(data):
+        return b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
+
+    def fetch(te: bytes, body: bytes, extra: bytes = b""):
+        head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: " + te + b"\r\n" + extra + b"\r\n"
+        return fetch_one_raw(fixed_response(head, body), fetcher(body_bytes_max=1 << 20))
+
+    for te, body in ((b"gzip, chunked", chunked(gzip.compress(page))), (b"deflate, chunked", chunked(zlib.compress(page))),
+                     (b"gzip", gzip.compress(page)),  # delimited by the close
+                     (b"chunked\r\nTransfer-Encoding: chunked", chunked(page))):  # a line sent twice, chunked once
+        r = fetch(te, body)
+        assert (r.status, r.body, r.content, r.truncated, r.error) == (200, page, page, None, None), te
+    stacked = fetch(b"gzip", gzip.compress(gzip.compress(page)), b"Content-Encoding: gzip\r\n")
+    assert stacked.content == page and gzip.decompress(stacked.body) == page  # the content coding stays on the body
+    bomb = fetch(b"gzip, chunked", chunked(gzip.compress(b"\0" * (8 << 20))))
+    assert (bomb.status, bomb.truncated, len(bomb.body)) == (200, "length", 1 << 20)
+    for te, body in ((b"chunked, gzip", gzip.compress(chunked(page))), (b"compress, chunked", chunked(b"xx")),
+                     (b"gzip, chunked", chunked(b"not gzip at all"))):
+        r = fetch(te, body)
+        assert (r.status, r.error, r.body) == (0, "protocol", b""), te

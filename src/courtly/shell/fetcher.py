@@ -13,7 +13,9 @@ How it works (the wire protocol is `courtly.shell.http1`: an asyncio
 - Redirects are not followed (each hop is a new URL for the crawler) and
   nothing is decompressed on the wire: `body` is the raw bytes after
   transfer-decoding, still content-encoded, for the WARC record; `content`
-  is decoded here by `courtly.shell.decode` with caps.
+  is decoded here by `courtly.shell.decode` with caps. A transfer coding
+  other than chunked (unasked for: we send no TE) is undone into `body` with
+  the same caps, or the fetch fails ``protocol``.
 - `request_head` is exactly the bytes sent (request line and headers,
   pre-encoded but for the target, Host and caller headers);
   `response_head` is the final response's status line and header lines as
@@ -60,7 +62,7 @@ from yarl import URL
 from courtly.core.netpolicy import parse_ip
 from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORT
 from courtly.core.urlfast import common_match
-from courtly.shell.decode import decode_body
+from courtly.shell.decode import Decoded, decode_body
 from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
 
@@ -207,6 +209,8 @@ class Http1Fetcher:
         x = f.exchange
         status, response_head, hdrs, body, truncated = 0, b"", _EMPTY_HEADERS, b"", None
         if f.error is None and x is not None:
+            if x.codings and x.chunks and x.error is None:
+                await self._undo_transfer_codings(x)
             if x.error is not None:
                 f.error, f.detail = x.error, x.detail
             else:
@@ -217,13 +221,7 @@ class Http1Fetcher:
                     f.detail = x.detail
         content = b""
         if body:
-            encoding = hdrs.get("Content-Encoding")
-            if encoding and len(body) > DECODE_INLINE_BYTES_MAX:
-                decoded = await asyncio.to_thread(
-                    decode_body, body, encoding, decoded_bytes_max=self._decoded_bytes_max, ratio_max=self._ratio_max
-                )
-            else:
-                decoded = decode_body(body, encoding, decoded_bytes_max=self._decoded_bytes_max, ratio_max=self._ratio_max)
+            decoded = await self._decode(body, hdrs.get("Content-Encoding"), self._decoded_bytes_max)
             content = decoded.content
             if decoded.error is not None:
                 f.error, f.detail = decoded.error, decoded.detail
@@ -242,6 +240,28 @@ class Http1Fetcher:
             error=f.error,
             error_detail=f.detail,
         )
+
+    async def _decode(self, body: bytes, codings: str | None, limit: int) -> Decoded:
+        """`decode_body` of `body` to at most `limit` bytes; in a thread when large."""
+        if codings and len(body) > DECODE_INLINE_BYTES_MAX:
+            return await asyncio.to_thread(decode_body, body, codings, decoded_bytes_max=limit, ratio_max=self._ratio_max)
+        return decode_body(body, codings, decoded_bytes_max=limit, ratio_max=self._ratio_max)
+
+    async def _undo_transfer_codings(self, x: Exchange) -> None:
+        """Undo the transfer codings llhttp leaves on the body (all but a final
+        chunked, RFC 9112 7), so that `body` is after transfer decoding as the
+        WARC layer takes it (it renames the Transfer-Encoding header). We send no
+        TE, so a server ought to use none (RFC 9110 10.1.4); a few gzip anyway.
+        The decoded body is held to body_bytes_max (beyond: truncated "length").
+        One that cannot be undone (an unknown coding, chunked not last, corrupt
+        data) is a protocol error: there is no honest body to give."""
+        d = await self._decode(_join(x.chunks), ", ".join(x.codings), self._body_bytes_max)
+        if d.error == "decode":
+            x.error, x.detail = "protocol", f"cannot undo the transfer coding ({d.detail})"
+            return
+        x.chunks = [d.content]
+        if d.error is not None:  # decode_bomb: cut at the limit
+            x.truncated, x.detail = "length", f"transfer-decoded body: {d.detail}"
 
     async def _run(self, f: "_Fetch", url: str, ip: str | None, headers: dict[str, str] | None) -> None:
         scheme, host, port, host_header, target = _split_url(url)

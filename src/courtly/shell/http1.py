@@ -6,7 +6,8 @@ writes one pre-encoded request head with `Connection.send` and awaits the
 returned `Exchange`'s `done` future; bytes received feed the exchange, which
 keeps the raw response head (everything up to the first CRLFCRLF of the final
 response, interim 1xx heads skipped), the parsed headers and the body after
-transfer-decoding, up to the caps it was given. An exchange ends exactly once:
+de-chunking (any other transfer coding is left on it, named in `codings`), up
+to the caps it was given. An exchange ends exactly once:
 complete, truncated ("length" or "disconnect") or failed (an error kind); a
 deadline is the caller's business (it reads what the exchange gathered).
 
@@ -44,7 +45,7 @@ class Exchange:
 
     __slots__ = ("parser", "done", "head_buf", "head", "status", "headers", "chunks", "left",
                  "head_cap", "count_cap", "count", "received", "head_done", "interim", "complete",
-                 "ended", "dirty", "keep_alive", "until_close", "truncated", "error", "detail")
+                 "ended", "dirty", "keep_alive", "until_close", "codings", "truncated", "error", "detail")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, body_bytes_max: int, head_bytes_max: int,
                  headers_count_max: int) -> None:
@@ -67,6 +68,7 @@ class Exchange:
         self.dirty = False       # bytes beyond the message: the connection cannot be reused
         self.keep_alive = False
         self.until_close = False  # body delimited by the connection closing
+        self.codings: tuple[str, ...] = ()  # transfer codings still on the body (all but a final chunked)
         self.truncated: str | None = None
         self.error: str | None = None
         self.detail = ""
@@ -182,11 +184,26 @@ class Exchange:
         self.status = status
         self.keep_alive = p.should_keep_alive()
         h = self.headers
-        te = h.get("Transfer-Encoding")
-        if te is not None:
-            self.until_close = "chunked" not in te.lower()
+        if "Transfer-Encoding" in h:
+            self._transfer_framing(h.getall("Transfer-Encoding"))
         else:
             self.until_close = status not in _NO_BODY and "Content-Length" not in h
+
+    def _transfer_framing(self, values: list[str]) -> None:
+        """Framing by Transfer-Encoding (RFC 9112 6.3 items 3-4): chunked when
+        chunked is the final coding, else delimited by the close; read here as
+        llhttp reads it (the last token of the last line; it skips spaces, not
+        tabs, after it), so `lost` judges the close as the parser framed the
+        body. `codings` keeps the other codings, which stay on the body; a
+        repeated final chunked is one header line sent twice, not a body
+        chunked twice (RFC 9112 6.1 forbids that), so llhttp's one pass is it."""
+        last = values[-1].rsplit(",", 1)[-1].lstrip(" \t").rstrip(" ").lower()
+        chunked = last == "chunked"
+        self.until_close = not chunked
+        codings = [c for v in values for t in v.split(",") if (c := t.strip(" \t").lower()) and c != "identity"]
+        while chunked and codings and codings[-1] == "chunked":
+            codings.pop()
+        self.codings = tuple(codings)
 
     def on_body(self, body: bytes) -> None:
         if self.ended:
