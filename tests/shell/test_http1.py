@@ -244,6 +244,21 @@ def test_http_1_0_response_is_read_and_its_connection_not_reused():
     assert results[0].response_head.startswith(b"HTTP/1.0 200 OK\r\n") and len(s.connections) == 2
 
 
+def test_transfer_encoding_wins_over_content_length_and_such_a_connection_is_not_reused():
+    chunked = b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    answers = [b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n" + chunked,        # RFC 9112 6.3 item 3
+               b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n" + chunked]   # RFC 9112 6.1: faulty framing
+
+    for answer in answers:
+        async def go():
+            async with RawServer(serve_forever(answer)) as s, fetcher() as f:
+                return await fetch_all(s, f, 2), s
+
+        results, s = run(go())
+        assert [(r.status, r.body, r.truncated, r.error) for r in results] == [(200, b"ok", None, None)] * 2
+        assert len(s.connections) == 2, answer  # closed after each answer
+
+
 def test_interim_1xx_heads_are_skipped():
     final = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
 

@@ -19,7 +19,8 @@ total is full, and closes connections idle for longer than `idle_s`.
 
 Rules: nothing here resolves names or checks addresses (the fetcher does,
 before `Pool.acquire`); a connection is reused only when the response was
-complete, the peer allowed keep-alive, and nothing arrived beyond it.
+complete, the peer allowed keep-alive, nothing arrived beyond it, and its
+framing was unambiguous (not Transfer-Encoding with Content-Length or in HTTP/1.0).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Exchange:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, body_bytes_max: int, head_bytes_max: int,
                  headers_count_max: int) -> None:
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser = _parser(self)
         self.done: asyncio.Future[None] = loop.create_future()
         self.head_buf = bytearray()
         self.head = b""
@@ -185,11 +186,17 @@ class Exchange:
         self.keep_alive = p.should_keep_alive()
         h = self.headers
         if "Transfer-Encoding" in h:
-            self._transfer_framing(h.getall("Transfer-Encoding"))
+            te = h.getall("Transfer-Encoding")
+            if len(te) != 1 or te[0].lower() != "chunked":  # the usual "chunked" says it all
+                self._transfer_codings(te)
+            if self.keep_alive and ("Content-Length" in h or p.get_http_version() != "1.1"):
+                # RFC 9112 6.3 item 3 and 6.1: Transfer-Encoding wins over Content-Length and
+                # in HTTP/1.0 is faulty framing; either may be a smuggling attempt: close after
+                self.keep_alive = False
         else:
             self.until_close = status not in _NO_BODY and "Content-Length" not in h
 
-    def _transfer_framing(self, values: list[str]) -> None:
+    def _transfer_codings(self, values: list[str]) -> None:
         """Framing by Transfer-Encoding (RFC 9112 6.3 items 3-4): chunked when
         chunked is the final coding, else delimited by the close; read here as
         llhttp reads it (the last token of the last line; it skips spaces, not
@@ -410,6 +417,14 @@ class Pool:
                 return
             conn.close()
             self.forget(conn)
+
+
+def _parser(exchange: Exchange) -> httptools.HttpResponseParser:
+    p = httptools.HttpResponseParser(exchange)
+    # Content-Length with Transfer-Encoding: TE frames the body (RFC 9112 6.3 item 3)
+    # rather than the error llhttp makes of it; the connection is not reused
+    p.set_dangerous_leniencies(lenient_chunked_length=True)
+    return p
 
 
 def _describe(exc: BaseException) -> str:
