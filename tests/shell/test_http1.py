@@ -28,6 +28,22 @@ async def fetch_all(server: RawServer, f, n: int, path: str = "/"):
     return [await f.fetch(server.url(path)) for _ in range(n)]
 
 
+def read_exchange(chunks: list[bytes], close: bool = True):
+    """An Exchange fed `chunks` (then a clean close, unless it ended before)."""
+    from courtly.shell.http1 import Exchange
+
+    loop = asyncio.new_event_loop()
+    try:
+        x = Exchange(loop, 1 << 20, 1 << 16, 100)
+        for c in chunks:
+            x.feed(c)
+        if close and not x.ended:
+            x.lost(None)
+        return x
+    finally:
+        loop.close()
+
+
 # -- keep-alive and its limits -------------------------------------------------------
 
 
@@ -417,23 +433,24 @@ def test_an_exchange_reads_the_same_wherever_the_chunks_split():
             assert read([wire[:i], wire[i:j], wire[j:]]) == whole, (i, j)
 
 
+def test_empty_lines_and_1xx_heads_with_framing_before_the_final_head_are_skipped_wherever_split():
+    final = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\n\r\n"
+    # llhttp skips empty lines before a status line, and reads a body after a 1xx head
+    # other than 100, 102 and 103 were it left to: a 1xx has none (RFC 9110 15.2)
+    wire = b"\r\n\r\nHTTP/1.1 199 Odd\r\nContent-Length: 3\r\n\r\n\r\nHTTP/1.1 104 X\r\n\r\n" + final + b"ok"
+    for i in range(1, len(wire)):
+        x = read_exchange([wire[:i], wire[i:]])
+        assert (x.status, x.head, x.headers.get("X-A"), b"".join(x.chunks), x.complete, x.error) == \
+            (200, final, "1", b"ok", True, None), i
+
+
+def test_a_status_code_under_100_is_a_protocol_error():
+    for code in (b"000", b"099"):
+        x = read_exchange([b"HTTP/1.1 " + code + b" X\r\nContent-Length: 2\r\n\r\nok"])
+        assert (x.status, x.error, x.chunks) == (0, "protocol", []), code
+
+
 # -- transfer codings (RFC 9112 6.3, 7) ----------------------------------------------------
-
-
-def read_exchange(chunks: list[bytes], close: bool = True):
-    """An Exchange fed `chunks` (then a clean close, unless it ended before)."""
-    from courtly.shell.http1 import Exchange
-
-    loop = asyncio.new_event_loop()
-    try:
-        x = Exchange(loop, 1 << 20, 1 << 16, 100)
-        for c in chunks:
-            x.feed(c)
-        if close and not x.ended:
-            x.lost(None)
-        return x
-    finally:
-        loop.close()
 
 
 def test_the_close_ends_the_body_exactly_when_chunked_is_not_the_final_transfer_coding():

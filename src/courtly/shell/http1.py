@@ -92,6 +92,10 @@ class Exchange:
                 whole: bytes | bytearray = buf
                 end = buf.find(b"\r\n\r\n", start)
             else:     # most heads come whole in one chunk: not copied into head_buf
+                if data[0] in b"\r\n":  # empty lines before the status line: llhttp skips them,
+                    data = data.lstrip(b"\r\n")  # so must the head (RFC 9112 2.2)
+                    if not data:
+                        return
                 whole = data
                 end = data.find(b"\r\n\r\n")
                 if end < 0:
@@ -112,6 +116,12 @@ class Exchange:
                 return
             if self.interim:  # a 1xx head: skip it, the final head follows
                 self.interim = False
+                # llhttp frames a body after 1xx heads but 100, 102 and 103; there is none
+                # (RFC 9110 15.2): a new parser for the next head
+                self.parser = _parser(self)
+            elif not self.status:  # the parser did not end the head where we did
+                self.fail("protocol", "response head not understood")
+                return
             else:
                 self.head = bytes(whole[:end])
                 self.head_done = True
@@ -178,6 +188,9 @@ class Exchange:
         p = self.parser
         status = p.get_status_code()
         if status < 200:
+            if status < 100:  # RFC 9110 15: codes run from 100; no way to frame this
+                self.fail("protocol", f"status code {status:03d}")
+                raise ValueError("status code under 100")
             self.interim = True
             self.headers = CIMultiDict()
             self.count = 0
