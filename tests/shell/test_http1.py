@@ -317,6 +317,16 @@ def test_short_body_is_truncated_disconnect_and_a_long_one_cut_at_content_length
     assert len(s.connections) == 2  # bytes beyond the message: never reused
 
 
+def test_chunk_framing_and_trailer_fields_are_held_to_the_head_cap():
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"
+    endless = read_exchange([head, b"0\r\nX-Trailer: "] + [b"t" * 4096] * 20, close=False)  # 80 KiB of one field
+    assert (endless.error, endless.ended) == ("too_large_headers", True)
+    endless = read_exchange([head] + [b"1;" + b"e" * 4094] * 20, close=False)  # one chunk extension
+    assert endless.error == "too_large_headers"
+    fine = read_exchange([head, b"0\r\n"] + [b"X-T%d: %s\r\n" % (i, b"t" * 1000) for i in range(40)] + [b"\r\n"])
+    assert (fine.complete, fine.error, fine.chunks) == (True, None, [b"ok"])
+
+
 # -- hostile heads -----------------------------------------------------------------------
 
 

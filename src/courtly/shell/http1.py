@@ -46,7 +46,8 @@ class Exchange:
 
     __slots__ = ("parser", "done", "head_buf", "head", "status", "headers", "chunks", "left",
                  "head_cap", "count_cap", "count", "received", "head_done", "interim", "complete",
-                 "ended", "dirty", "keep_alive", "until_close", "codings", "truncated", "error", "detail")
+                 "ended", "dirty", "keep_alive", "until_close", "codings", "framing", "truncated", "error",
+                 "detail")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, body_bytes_max: int, head_bytes_max: int,
                  headers_count_max: int) -> None:
@@ -70,6 +71,7 @@ class Exchange:
         self.keep_alive = False
         self.until_close = False  # body delimited by the connection closing
         self.codings: tuple[str, ...] = ()  # transfer codings still on the body (all but a final chunked)
+        self.framing = 0         # bytes read in a row after the head without a byte of body
         self.truncated: str | None = None
         self.error: str | None = None
         self.detail = ""
@@ -83,7 +85,12 @@ class Exchange:
             return
         while data and not self.ended:
             if self.head_done:
+                left = self.left
                 self._parse(data)
+                if left == self.left and not self.ended:
+                    self._framing_only(len(data))
+                elif self.framing:
+                    self.framing = 0
                 return
             buf = self.head_buf
             if buf:   # the head began in an earlier chunk
@@ -131,6 +138,15 @@ class Exchange:
             if data and self.ended:  # bytes beyond a message without body
                 self.dirty = True
                 return
+
+    def _framing_only(self, n: int) -> None:
+        """A read of `n` bytes without a byte of body: chunk framing or the
+        trailer section, whose fields httptools buffers whole (and re-copies as
+        they grow). Held to head_cap in a row, as the head is, or a peer could
+        grow one trailer field without bound within total_s."""
+        self.framing += n
+        if self.framing > self.head_cap:
+            self.fail("too_large_headers", f"over {self.head_cap} bytes of chunk framing or trailer fields")
 
     def lost(self, exc: BaseException | None) -> None:
         """The connection closed (`exc` says why, None for a clean EOF)."""
