@@ -317,6 +317,23 @@ def test_short_body_is_truncated_disconnect_and_a_long_one_cut_at_content_length
     assert len(s.connections) == 2  # bytes beyond the message: never reused
 
 
+def test_a_body_in_tiny_chunks_is_held_in_memory_near_its_size():
+    import tracemalloc
+
+    body = bytes(range(256)) * 2048  # 512 KiB in 2-byte chunks: 256 Ki pieces of ~50 bytes each, were they kept
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + \
+        b"".join(b"2\r\n%s\r\n" % body[i:i + 2] for i in range(0, len(body), 2)) + b"0\r\n\r\n"
+    reads = [wire[i:i + 65536] for i in range(0, len(wire), 65536)]
+    tracemalloc.start()
+    try:
+        x = read_exchange(reads)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (x.complete, x.error, b"".join(x.chunks)) == (True, None, body)
+    assert peak < 5 * len(body), peak  # the buffer as it grows (kept apart: 22 times)
+
+
 def test_chunk_framing_and_trailer_fields_are_held_to_the_head_cap():
     head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n"
     endless = read_exchange([head, b"0\r\nX-Trailer: "] + [b"t" * 4096] * 20, close=False)  # 80 KiB of one field

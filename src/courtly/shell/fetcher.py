@@ -414,10 +414,10 @@ def _is_literal(host: str) -> bool:
     return bool(host) and (host[0].isdigit() or ":" in host) and parse_ip(host) is not None
 
 
-def _join(chunks: list[bytes]) -> bytes:
-    if not chunks:
-        return b""
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+def _join(chunks: list[bytes | bytearray]) -> bytes:
+    if len(chunks) == 1 and type(chunks[0]) is bytes:
+        return chunks[0]
+    return b"".join(chunks)  # also bytes of a bytearray (`Exchange._compact`)
 
 
 def _describe(exc: BaseException) -> str:
