@@ -271,6 +271,13 @@ def test_corrupt_encoding_reports_decode_and_keeps_raw_body():
     assert r.status == 200 and r.error == "decode" and r.body == junk and r.content == b""
 
 
+def test_content_codings_on_several_header_lines_are_one_list():
+    body = brotli.compress(gzip.compress(PAGE))
+    head = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Encoding: br\r\nContent-Length: %d\r\n\r\n" % len(body)
+    r = fetch_one_raw(fixed_response(head, body))
+    assert (r.status, r.error, r.body, r.content) == (200, None, body, PAGE)
+
+
 def test_unknown_encoding_reports_decode():
     r = fetch_one_raw(fixed_response(b"HTTP/1.1 200 OK\r\nContent-Encoding: compress\r\nContent-Length: 2\r\n\r\n", b"ab"))
     assert r.error == "decode" and "compress" in r.error_detail and r.body == b"ab"

@@ -221,7 +221,8 @@ class Http1Fetcher:
                     f.detail = x.detail
         content = b""
         if body:
-            decoded = await self._decode(body, hdrs.get("Content-Encoding"), self._decoded_bytes_max)
+            # every Content-Encoding line, in order: one list (RFC 9110 5.3, 8.4)
+            decoded = await self._decode(body, ", ".join(hdrs.getall("Content-Encoding", ())), self._decoded_bytes_max)
             content = decoded.content
             if decoded.error is not None:
                 f.error, f.detail = decoded.error, decoded.detail
