@@ -382,6 +382,22 @@ def test_protocol_switch_and_bad_framing_are_protocol_errors():
     assert (two_lengths.status, two_lengths.error) == (0, "protocol")
 
 
+def test_obs_fold_is_unfolded_and_one_content_length_said_twice_is_taken_once_wherever_split():
+    # RFC 9112 5.2: a user agent MUST replace obs-fold with SP; RFC 9110 8.6: a recipient
+    # MAY take Content-Length lines or a list of one same value as one. llhttp refuses both.
+    for head in (b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n \tb\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+                 b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\nX-Folded: a\r\n\tb\r\n\r\n"):
+        wire = head + b"ok"
+        for i in range(1, len(wire)):
+            x = read_exchange([wire[:i], wire[i:]], close=False)
+            assert (x.status, x.head, x.headers["X-Folded"], b"".join(x.chunks), x.reusable()) == \
+                (200, head, "a b", b"ok", True), i
+    for bad in (b"Content-Length: 2\r\nContent-Length: 3", b"Content-Length: 2, 3", b"Content-Length: +2",
+                b"X-A: a\x00b\r\nContent-Length: 2", b"X-A: a\r\n b\x00\r\nContent-Length: 2"):
+        x = read_exchange([b"HTTP/1.1 200 OK\r\n" + bad + b"\r\n\r\nok"])
+        assert (x.status, x.error, x.chunks) == (0, "protocol", []), bad
+
+
 def test_request_head_is_exactly_what_was_sent():
     async def go():
         async with RawServer(serve_forever(OK)) as s, fetcher() as f:

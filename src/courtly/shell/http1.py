@@ -26,6 +26,7 @@ framing was unambiguous (not Transfer-Encoding with Content-Length or in HTTP/1.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 
 import httptools
@@ -37,6 +38,11 @@ PoolKey = tuple[str, str, str, int]  # scheme, host, ip, port
 
 _PARSER_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
 _NO_BODY = frozenset((204, 304))
+# llhttp's refusals of heads that `Exchange._mend` can remedy
+_MENDABLE = frozenset(("Unexpected whitespace after header value", "Invalid header value char",
+                       "Duplicate Content-Length", "Invalid character in Content-Length"))
+_OBS_FOLD = re.compile(rb"\r\n[ \t]+")
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*([^\r\n]*)\r\n")
 _PIECES_MAX = 256  # body pieces kept apart; beyond, `Exchange._compact` folds them
 
 
@@ -47,8 +53,8 @@ class Exchange:
 
     __slots__ = ("parser", "done", "head_buf", "head", "status", "headers", "chunks", "left",
                  "head_cap", "count_cap", "count", "received", "head_done", "interim", "complete",
-                 "ended", "dirty", "keep_alive", "until_close", "codings", "framing", "truncated", "error",
-                 "detail")
+                 "ended", "dirty", "keep_alive", "until_close", "codings", "framing", "mending", "truncated",
+                 "error", "detail")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, body_bytes_max: int, head_bytes_max: int,
                  headers_count_max: int) -> None:
@@ -73,6 +79,7 @@ class Exchange:
         self.until_close = False  # body delimited by the connection closing
         self.codings: tuple[str, ...] = ()  # transfer codings still on the body (all but a final chunked)
         self.framing = 0         # bytes read in a row after the head without a byte of body
+        self.mending = False     # the parser refused the head for a fault `_mend` remedies
         self.truncated: str | None = None
         self.error: str | None = None
         self.detail = ""
@@ -114,14 +121,18 @@ class Exchange:
                 if len(buf) > self.head_cap:
                     self.fail("too_large_headers", f"response head over {self.head_cap} bytes")
                     return
-                self._parse(data)
+                if not self.mending:
+                    self._parse(data)
                 return
             end += 4
             if end > self.head_cap:
                 self.fail("too_large_headers", f"response head is {end} bytes, over {self.head_cap}")
                 return
             k = end - (len(whole) - len(data))  # where the head ends in `data`
-            self._parse(data[:k])  # may end the message too (no body)
+            if not self.mending:
+                self._parse(data[:k])  # may end the message too (no body)
+            if self.mending:
+                self._mend(bytes(whole[:end]))
             if self.error is not None:
                 return
             if self.interim:  # a 1xx head: skip it, the final head follows
@@ -141,6 +152,21 @@ class Exchange:
             if data and self.ended:  # bytes beyond a message without body
                 self.dirty = True
                 return
+
+    def _mend(self, head: bytes) -> None:
+        """Parse the whole `head` again, which llhttp refused for a fault with a
+        remedy: obs-fold, which a user agent MUST replace with SP (RFC 9112
+        5.2), and Content-Length lines or lists of one same value, which a
+        recipient MAY take as one (RFC 9110 8.6). The head kept is as received."""
+        fixed = _OBS_FOLD.sub(b" ", head)
+        values = {v.strip(b" \t") for line in _CONTENT_LENGTH.findall(fixed) for v in line.split(b",")}
+        if len(values) == 1:
+            fixed = _CONTENT_LENGTH.sub(b"", fixed)[:-2] + b"Content-Length: " + values.pop() + b"\r\n\r\n"
+        self.headers = CIMultiDict()
+        self.count = 0
+        self.parser = _parser(self)
+        self._parse(fixed)  # refused again: a protocol error (`mending` still holds)
+        self.mending = False
 
     def _framing_only(self, n: int) -> None:
         """A read of `n` bytes without a byte of body: chunk framing or the
@@ -197,6 +223,9 @@ class Exchange:
             if self.complete or self.ended:
                 self.dirty = True
             elif self.error is None:
+                if not self.head_done and not self.mending and str(exc) in _MENDABLE:
+                    self.mending = True  # once the head is whole: see _mend
+                    return
                 self.fail("protocol", f"{type(exc).__name__}: {exc}")
 
     # -- httptools callbacks -------------------------------------------------
