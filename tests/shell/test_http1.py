@@ -487,10 +487,10 @@ def test_empty_lines_and_1xx_heads_with_framing_before_the_final_head_are_skippe
             (200, final, "1", b"ok", True, None), i
 
 
-def test_a_status_code_under_100_is_a_protocol_error():
-    for code in (b"000", b"099"):
-        x = read_exchange([b"HTTP/1.1 " + code + b" X\r\nContent-Length: 2\r\n\r\nok"])
-        assert (x.status, x.error, x.chunks) == (0, "protocol", []), code
+def test_a_status_code_under_100_or_another_protocol_is_a_protocol_error():
+    for line in (b"HTTP/1.1 000 X", b"HTTP/1.1 099 X", b"ICE/1.0 200 OK", b"RTSP/1.0 200 OK"):
+        x = read_exchange([line + b"\r\nContent-Length: 0\r\n\r\n"])
+        assert (x.status, x.error, x.chunks) == (0, "protocol", []), line
 
 
 # -- transfer codings (RFC 9112 6.3, 7) ----------------------------------------------------

@@ -128,6 +128,9 @@ class Exchange:
             if end > self.head_cap:
                 self.fail("too_large_headers", f"response head is {end} bytes, over {self.head_cap}")
                 return
+            if not whole.startswith(b"HTTP/"):  # llhttp takes RTSP/ and ICE/ too (RFC 9112 2.3)
+                self.fail("protocol", f"not an HTTP status line: {bytes(whole[:40])!r}")
+                return
             k = end - (len(whole) - len(data))  # where the head ends in `data`
             if not self.mending:
                 self._parse(data[:k])  # may end the message too (no body)
