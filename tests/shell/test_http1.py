@@ -411,6 +411,14 @@ def test_request_head_is_exactly_what_was_sent():
     assert b"\r\naccept: text/plain\r\n" in custom.request_head and b"Accept: text/html" not in custom.request_head
 
 
+def test_a_second_response_in_the_same_read_changes_nothing_of_the_first():
+    first = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nok"
+    for second in (b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", b"HTTP/1.1 100 Continue\r\n\r\n"):
+        x = read_exchange([first + second], close=False)
+        assert (x.status, dict(x.headers), x.chunks, x.complete) == (200, {"X-A": "1", "Content-Length": "2"}, [b"ok"], True)
+        assert x.dirty and not x.reusable()
+
+
 def test_responses_without_body_keep_their_head_and_the_connection():
     heads = [b"HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n", b"HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n\r\n",
              b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]

@@ -234,8 +234,9 @@ class Exchange:
     # -- httptools callbacks -------------------------------------------------
 
     def on_message_begin(self) -> None:
-        if self.complete:
-            self.dirty = True
+        if self.complete:  # a second message in the same read: stop llhttp before its
+            self.dirty = True  # head overwrites this one's status and headers
+            raise ValueError("bytes beyond the message")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self.head_done:  # chunked trailers: not part of the head
