@@ -495,6 +495,17 @@ def test_empty_lines_and_1xx_heads_with_framing_before_the_final_head_are_skippe
             (200, final, "1", b"ok", True, None), i
 
 
+def test_a_flood_of_1xx_heads_is_a_protocol_error():
+    import time
+
+    final = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    few = read_exchange([b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 32 + final])
+    assert (few.status, few.chunks, few.error) == (200, [b"ok"], None)
+    t0 = time.perf_counter()  # each 1xx head skipped copied the rest of the read: quadratic
+    flood = read_exchange([b"HTTP/1.1 102 Processing\r\n\r\n" * 40_000 + final])
+    assert (flood.status, flood.error) == (0, "protocol") and time.perf_counter() - t0 < 0.1
+
+
 def test_a_status_code_under_100_or_another_protocol_is_a_protocol_error():
     for line in (b"HTTP/1.1 000 X", b"HTTP/1.1 099 X", b"ICE/1.0 200 OK", b"RTSP/1.0 200 OK"):
         x = read_exchange([line + b"\r\nContent-Length: 0\r\n\r\n"])

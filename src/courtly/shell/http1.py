@@ -43,6 +43,7 @@ _MENDABLE = frozenset(("Unexpected whitespace after header value", "Invalid head
                        "Duplicate Content-Length", "Invalid character in Content-Length"))
 _OBS_FOLD = re.compile(rb"\r\n[ \t]+")
 _CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*([^\r\n]*)\r\n")
+_INTERIM_MAX = 32  # 1xx heads before the final one (a few in practice: 100, 102s, 103s)
 _PIECES_MAX = 256  # body pieces kept apart; beyond, `Exchange._compact` folds them
 
 
@@ -53,8 +54,8 @@ class Exchange:
 
     __slots__ = ("parser", "done", "head_buf", "head", "status", "headers", "chunks", "left",
                  "head_cap", "count_cap", "count", "received", "head_done", "interim", "complete",
-                 "ended", "dirty", "keep_alive", "until_close", "codings", "framing", "mending", "truncated",
-                 "error", "detail")
+                 "ended", "dirty", "keep_alive", "until_close", "codings", "framing", "mending", "interims",
+                 "truncated", "error", "detail")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, body_bytes_max: int, head_bytes_max: int,
                  headers_count_max: int) -> None:
@@ -80,6 +81,7 @@ class Exchange:
         self.codings: tuple[str, ...] = ()  # transfer codings still on the body (all but a final chunked)
         self.framing = 0         # bytes read in a row after the head without a byte of body
         self.mending = False     # the parser refused the head for a fault `_mend` remedies
+        self.interims = 0        # 1xx heads skipped
         self.truncated: str | None = None
         self.error: str | None = None
         self.detail = ""
@@ -140,6 +142,10 @@ class Exchange:
                 return
             if self.interim:  # a 1xx head: skip it, the final head follows
                 self.interim = False
+                self.interims += 1
+                if self.interims > _INTERIM_MAX:  # each costs a copy of the rest of the read
+                    self.fail("protocol", f"more than {_INTERIM_MAX} interim (1xx) responses")
+                    return
                 # llhttp frames a body after 1xx heads but 100, 102 and 103; there is none
                 # (RFC 9110 15.2): a new parser for the next head
                 self.parser = _parser(self)
