@@ -38,6 +38,7 @@ PoolKey = tuple[str, str, str, int]  # scheme, host, ip, port
 
 _PARSER_ERRORS = (httptools.HttpParserError, httptools.HttpParserUpgrade)
 _NO_BODY = frozenset((204, 304))
+_CHUNKED = ["chunked"]
 # llhttp's refusals of heads that `Exchange._mend` can remedy
 _MENDABLE = frozenset(("Unexpected whitespace after header value", "Invalid header value char",
                        "Duplicate Content-Length", "Invalid character in Content-Length"))
@@ -267,16 +268,16 @@ class Exchange:
         self.status = status
         self.keep_alive = p.should_keep_alive()
         h = self.headers
-        if "Transfer-Encoding" in h:
-            te = h.getall("Transfer-Encoding")
-            if len(te) != 1 or te[0].lower() != "chunked":  # the usual "chunked" says it all
-                self._transfer_codings(te)
-            if self.keep_alive and ("Content-Length" in h or p.get_http_version() != "1.1"):
-                # RFC 9112 6.3 item 3 and 6.1: Transfer-Encoding wins over Content-Length and
-                # in HTTP/1.0 is faulty framing; either may be a smuggling attempt: close after
-                self.keep_alive = False
-        else:
+        te = h.getall("Transfer-Encoding", None)
+        if te is None:
             self.until_close = status not in _NO_BODY and "Content-Length" not in h
+            return
+        if te != _CHUNKED:  # the usual one "chunked" line says it all
+            self._transfer_codings(te)
+        if self.keep_alive and ("Content-Length" in h or p.get_http_version() != "1.1"):
+            # RFC 9112 6.3 item 3 and 6.1: Transfer-Encoding wins over Content-Length and
+            # in HTTP/1.0 is faulty framing; either may be a smuggling attempt: close after
+            self.keep_alive = False
 
     def _transfer_codings(self, values: list[str]) -> None:
         """Framing by Transfer-Encoding (RFC 9112 6.3 items 3-4): chunked when
