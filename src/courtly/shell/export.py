@@ -313,7 +313,9 @@ def _texts(src: Path, plans: list[RecordPlan], decoded_bytes_max: int, ratio_max
         headers = {k.lower(): v for k, v in rec.http_headers}
         ctype = headers.get("content-type", "")
         media = ctype.split(";", 1)[0].strip().lower()
-        decoded = decode_body(rec.payload, headers.get("content-encoding"),
+        # every Content-Encoding line, in order: one list (RFC 9110 5.3, 8.4), as the fetcher decoded it
+        codings = ", ".join(v for k, v in rec.http_headers if k.lower() == "content-encoding")
+        decoded = decode_body(rec.payload, codings or None,
                               decoded_bytes_max=decoded_bytes_max, ratio_max=ratio_max)
         if decoded.error:
             continue
