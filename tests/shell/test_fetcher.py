@@ -535,3 +535,26 @@ def test_fetch_after_close_is_a_programming_error():
             await f.fetch("http://127.0.0.1:1/")
 
     run(go())
+
+
+def test_a_validator_in_raw_octets_goes_back_as_those_octets():
+    # an ETag that is not UTF-8 is read with surrogateescape; a conditional
+    # GET echoes it byte for byte instead of failing to encode the request
+    async def handler(server, reader, writer):
+        head = await server.read_request(reader)
+        if b"If-None-Match" in head:
+            writer.write(b"HTTP/1.1 304 Not Modified\r\nETag: \"\xff\"\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nETag: \"\xff\"\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        await handler(server, reader, writer)
+
+    async def go():
+        async with RawServer(handler) as s, fetcher() as f:
+            first = await f.fetch(s.url())
+            second = await f.fetch(s.url(), headers={"If-None-Match": first.headers["etag"]})
+            return first, second, s.requests
+
+    first, second, requests = run(go())
+    assert (first.status, second.status, second.error) == (200, 304, None)
+    assert b'If-None-Match: "\xff"\r\n' in requests[1]

@@ -408,7 +408,8 @@ def _header_ok(name: str, value: str) -> bool:
 
 
 def _encode_headers(headers: Mapping[str, str]) -> bytes:
-    return "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("utf-8")
+    # surrogateescape: a validator a server sent as raw octets (an ETag not in UTF-8) goes back as those octets
+    return "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("utf-8", "surrogateescape")
 
 
 def _is_literal(host: str) -> bool:
