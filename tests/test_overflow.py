@@ -74,9 +74,16 @@ class _Fetcher:
             c = self._crawler[0]
             self.memory_seen.append(len(c.frontier))
             status, body = (200, b"<html>x</html>") if url in self.web else (404, b"")
-        return SimpleNamespace(url=url, ip=ip, status=status, elapsed_s=0.0001, headers={"content-type": "text/html"},
-                               body=body, content=body, truncated=None, error=None, request_head=b"",
-                               response_head=b"", started_at=T0)
+        return fake_result(url, ip, status, body)
+
+
+def fake_result(url: str, ip: str, status: int, body: bytes = b"", headers: dict | None = None,
+                truncated: str | None = None) -> SimpleNamespace:
+    """A fetch result as the fakes' `fetch` returns it (text/html unless `headers` say)."""
+    return SimpleNamespace(url=url, ip=ip, status=status, elapsed_s=0.0001,
+                           headers={"content-type": "text/html"} if headers is None else headers,
+                           body=body, content=body, truncated=truncated, error=None, request_head=b"",
+                           response_head=b"", started_at=T0)
 
 
 class _Extractor:

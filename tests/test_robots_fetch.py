@@ -12,10 +12,9 @@ network error: unreachable, disallow all (2.3.1.4).
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
-from test_overflow import T0, _config, _crawler
+from test_overflow import _config, _crawler, fake_result
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 
@@ -41,9 +40,7 @@ def _crawl(tmp_path, hops: int, redirects_max: int = 5, truncated: str | None = 
                 status, body, cut = 200, ROBOTS, truncated
         else:
             status, body = (200, b"<html>x</html>") if url in web else (404, b"")
-        return SimpleNamespace(url=url, ip=ip, status=status, elapsed_s=0.0001, headers=headers_out,
-                               body=body, content=body, truncated=cut, error=None, request_head=b"",
-                               response_head=b"", started_at=T0)
+        return fake_result(url, ip, status, body, headers_out, cut)
 
     fetcher.fetch = fetch
     c.add_seeds(["https://h.example/"])

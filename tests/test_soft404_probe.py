@@ -21,9 +21,8 @@ first. Hosts:
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
-from test_overflow import T0, _config, _crawler
+from test_overflow import _config, _crawler, fake_result
 
 from courtly.core.soft404 import PROBE_PREFIX
 
@@ -73,9 +72,7 @@ def _crawl(tmp_path):
             status, body = 200, ERROR_PAGE
         else:
             status, body = 404, b"<html>not found</html>"
-        return SimpleNamespace(url=url, ip=ip, status=status, elapsed_s=0.0001, headers={"content-type": ctype},
-                               body=body, content=body, truncated=None, error=None, request_head=b"",
-                               response_head=b"", started_at=T0)
+        return fake_result(url, ip, status, body, {"content-type": ctype})
 
     fetcher.fetch = fetch
     c.add_seeds(sorted(u for u in web if u.endswith(".example/")))

@@ -79,6 +79,7 @@ __all__ = [
     "DEFAULT_RULES",
     "normalize_url",
     "resolve_url",
+    "escape_raw_octets",
     "remove_dot_segments",
     "split_origin",
     "host_of_normalized",
@@ -517,6 +518,21 @@ def _assemble(scheme: str, host: str, port: int, path: str, query: str | None, r
     shown = f"[{host}]" if ":" in host else host
     port_text = "" if port == _DEFAULT_PORTS[scheme] else f":{port}"
     return f"{scheme}://{shown}{port_text}{path}" + (f"?{q}" if q else "")
+
+
+_RAW_OCTET = re.compile("[\udc80-\udcff]")
+
+
+def escape_raw_octets(text: str) -> str:
+    """`text` with the raw octets that UTF-8 decoding with ``surrogateescape``
+    kept as lone surrogates (an HTTP header value, a robots.txt line that is
+    not UTF-8) written as ``%XX``, as browsers send such bytes of a Location.
+    Anything else is left as it is. A lone surrogate is no text: a database,
+    a log line or a WARC header cannot hold it, so a hostile header must not
+    carry one past the first place it is read."""
+    if text.isascii():
+        return text
+    return _RAW_OCTET.sub(lambda m: f"%{ord(m.group()) - 0xDC00:02X}", text)
 
 
 def resolve_url(base: str, ref: str) -> str:

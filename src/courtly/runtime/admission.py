@@ -20,6 +20,7 @@ from courtly.core.types import Reason, UrlItem
 from courtly.runtime.budget import LOW_BAND
 from courtly.core.urls import (
     UrlError,
+    escape_raw_octets,
     host_of_normalized,
     normalize_url,
     politeness_key,
@@ -184,6 +185,7 @@ class Admission:
 
     def admit_redirect(self, location: str, item: UrlItem, now: float) -> None:
         c = self.c
+        location = escape_raw_octets(location)   # a Location that is not UTF-8: its octets as %XX
         try:
             target = resolve_url(item.url, location)
         except (UrlError, ValueError):

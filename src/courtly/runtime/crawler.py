@@ -46,6 +46,7 @@ from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import (
     NormalizeRules,
+    escape_raw_octets,
     origin_of_normalized,
     origin_text_of_normalized,
     politeness_key,
@@ -355,6 +356,9 @@ class Crawler(LeaseRequests):
     def decide(self, url: str, key: str, via: str, reason: Reason, detail: str, now: float,
                depth: int = 0, state: str = "skipped") -> None:
         self.stats.decisions += 1
+        if not (url.isascii() and via.isascii() and detail.isascii()):
+            # raw text from a hostile page or header may hold lone surrogates: never stored as such
+            url, via, detail = escape_raw_octets(url), escape_raw_octets(via), escape_raw_octets(detail)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("[%s] not fetched (%s) %s%s", self.crawl_id, reason, url, f": {detail}" if detail else "",
                       extra={"event": "decision", "crawl_id": self.crawl_id, "url": url, "reason": str(reason),

@@ -1,0 +1,66 @@
+"""Raw octets from a hostile server never reach the store as lone surrogates.
+
+Header values are decoded as UTF-8 with ``surrogateescape`` (shell/http1), and
+so are robots.txt lines (core/robots_txt), so that no byte is lost. A value
+that is not UTF-8 then holds lone surrogates, which SQLite (and any log line
+or WARC header) cannot take: before, one such Location ended the whole crawl
+at its next commit. Now a Location or a Sitemap line keeps its octets as %XX,
+as browsers send them, and whatever else a decision records is stored so.
+A real Crawler with the fakes of tests/test_overflow.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from test_overflow import T0, _config, _crawler, fake_result
+
+from courtly.core.urls import escape_raw_octets
+
+ROBOTS = b"User-agent: *\nAllow: /\nSitemap: https://a.example/site\xffmap.xml\n"
+PAGE = b"<html><head><title>p</title></head><body><p>a page</p></body></html>"
+
+
+def test_escape_raw_octets_writes_only_the_escaped_octets_as_percent_escapes():
+    raw = b"/p\xffq\xe9/caf\xc3\xa9".decode("utf-8", "surrogateescape")
+    assert escape_raw_octets(raw) == "/p%FFq%E9/caf\u00e9"     # valid UTF-8 stays text
+    assert escape_raw_octets("/plain?a=1") == "/plain?a=1"
+
+
+def test_a_location_and_a_sitemap_line_that_are_not_utf8_are_followed_and_stored(tmp_path):
+    web = {"https://a.example/": []}
+    c, fetcher = _crawler(tmp_path, web, _config(memory_max=100, key_memory_max=50).replace("crawl", fetch_tasks=1))
+    asked: list[str] = []
+
+    async def fetch(url: str, *, ip: str, headers: dict):
+        await asyncio.sleep(0)
+        asked.append(url)
+        path = "/" + url.split("/", 3)[3]
+        status, body, hdrs = 404, b"", {"content-type": "text/html"}
+        if path == "/robots.txt":
+            status, body, hdrs = 200, ROBOTS, {"content-type": "text/plain"}
+        elif path == "/":
+            status, hdrs = 302, {"location": b"/p\xffq".decode("utf-8", "surrogateescape")}
+        elif path == "/p%FFq":
+            status, body = 200, PAGE
+        return fake_result(url, ip, status, body, hdrs)
+
+    fetcher.fetch = fetch
+    c.add_seeds(["https://a.example/"])
+    asyncio.run(c.run())
+    states = dict(c.store._db.execute("SELECT url, state FROM urls"))
+    c.store.close()
+    assert "https://a.example/p%FFq" in asked and "https://a.example/site%FFmap.xml" in asked
+    assert states["https://a.example/p%FFq"] == "fetched"
+    assert states["https://a.example/site%FFmap.xml"] == "fetched"
+
+
+def test_a_decision_on_raw_text_is_stored_with_its_octets_escaped(tmp_path):
+    c, _ = _crawler(tmp_path, {}, _config(memory_max=10, key_memory_max=5))
+    raw = b"https://a.example/\xff".decode("utf-8", "surrogateescape")
+    c.admission.admit(raw.replace("a.example", b"\xfe.example".decode("utf-8", "surrogateescape")),
+                      via=None, band=1, depth=0, now=T0)
+    c.commit()
+    rows = list(c.store._db.execute("SELECT url, state, reason FROM urls"))
+    c.store.close()
+    assert rows == [("https://%FE.example/%FF", "skipped", "malformed")], rows
