@@ -93,6 +93,7 @@ class CrawlStats:
     in_flight: int = 0
     status: dict[int, int] = field(default_factory=dict)
     by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
+    stopped_by: str = ""         # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
 
 
 class Crawler(LeaseRequests):
@@ -157,6 +158,7 @@ class Crawler(LeaseRequests):
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
         self._ip_waiters: dict[str, asyncio.Event] = {}
+        self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
         self._wake = Wakeup()
         self._stopping = False
         self._fatal: BaseException | None = None
@@ -226,9 +228,36 @@ class Crawler(LeaseRequests):
         return added
 
     def stop(self) -> None:
-        """Graceful stop: no new requests; in-flight ones finish; state is saved."""
+        """Graceful stop: no new requests; in-flight ones finish; state is saved.
+        A request still waiting for its turn is not sent: its URL stays queued."""
         self._stopping = True
+        for pause in list(self._pauses):
+            pause.cancel()
+        for ev in self._ip_waiters.values():
+            ev.set()
         self._wake.set()
+
+    def abort(self) -> None:
+        """A stop that does not wait for the requests in flight (a second
+        Ctrl-C): their tasks are cancelled, their URLs stay queued and are
+        fetched by the next run; what is done is saved as at any stop."""
+        self.stop()
+        for t in list(self._tasks):
+            t.cancel()
+
+    async def _pause_until(self, at: float) -> None:
+        """`clock.sleep_until(at)`, cut short by `stop()` (the caller checks
+        `_stopping` next): a stopping crawl sends nothing more, so it must not
+        wait out a politeness delay or a back-off first."""
+        if self._stopping:
+            return
+        pause = asyncio.ensure_future(self.clock.sleep_until(at))
+        self._pauses.add(pause)
+        try:
+            await asyncio.wait((pause,))
+        finally:
+            self._pauses.discard(pause)
+            pause.cancel()
 
     @property
     def stopping(self) -> bool:

@@ -27,16 +27,19 @@ class LeaseRequests:
     """Requests made while serving a lease (see the module doc)."""
 
     async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
-        """One request under the key's and the IP's limits. None if the lease was lost."""
+        """One request under the key's and the IP's limits. None if the lease was
+        lost or the crawl is stopping (the URL stays queued)."""
         lock = self._key_locks.get(key)
         if lock is None:
             lock = self._key_locks[key] = asyncio.Lock()
         async with lock:
             while True:
+                if self._stopping:
+                    return None
                 now = self.clock.now()
                 ready = self.politeness.ready_at(key, now)
                 if ready > now:
-                    await self.clock.sleep_until(ready)
+                    await self._pause_until(ready)
                     continue
                 ip_ready = self.politeness.ip_ready_at(ip, now, key)
                 if ip_ready is None:
@@ -45,7 +48,7 @@ class LeaseRequests:
                     await ev.wait()
                     continue
                 if ip_ready > now:
-                    await self.clock.sleep_until(ip_ready)
+                    await self._pause_until(ip_ready)
                     continue
                 if not await self._shared_ip_slot(ip, key):
                     continue    # waited for a limit shared with other workers: check again
