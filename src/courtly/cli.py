@@ -394,6 +394,8 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         f"({stats.fetched / elapsed:.1f}/s), {stats.robots_fetched} robots.txt, "
         f"{stats.errors} errors, {stats.decisions} URLs not fetched (reasons: courtly stats --out {out})"
     )
+    if stats.stopped_by:
+        _say(f"stopped by {stats.stopped_by}, state saved: run the same command again to resume")
     return 0
 
 

@@ -71,6 +71,7 @@ def test_ctrl_c_stops_gracefully_and_the_same_command_resumes(tmp_path, simweb_f
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert b"Traceback" not in err
+    assert b"stopped by SIGINT, state saved: run the same command again to resume" in err, err[-2000:]
     queued = db_rows(out, "SELECT count(*) FROM urls WHERE state = 'queued'")[0][0]
     assert queued > 0, "stopped crawl should leave work queued"
     final = run_courtly(*crawl_args(web, out, config), timeout=400)

@@ -161,12 +161,33 @@ def warcinfo(cfg: Config) -> dict[str, str]:
 
 
 @contextmanager
-def stop_on_signals(stop: Callable[[], None], enabled: bool = True) -> Iterator[None]:
-    """Inside, SIGINT and SIGTERM call `stop` (a graceful stop), not the default."""
+def stop_on_signals(stop: Callable[[], None], enabled: bool = True,
+                    abort: Callable[[], None] | None = None,
+                    stopped_by: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Inside, SIGINT and SIGTERM call `stop` (a graceful stop), not the
+    default, and say so (a stop waits for the requests in flight, up to
+    fetch.total_s); a second signal calls `abort`, when given.
+    `stopped_by(name)` learns which signal stopped the run."""
     loop = asyncio.get_running_loop()
     sigs = (signal.SIGINT, signal.SIGTERM) if enabled else ()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        if len(received) == 1:
+            if stopped_by is not None:
+                stopped_by(sig.name)
+            log.info("%s: stopping; requests in flight finish first%s", sig.name,
+                     " (send it again to stop at once)" if abort is not None else "",
+                     extra={"event": "stopping", "signal": sig.name})
+            stop()
+        elif abort is not None and len(received) == 2:
+            log.info("%s again: stopping now; the requests in flight are fetched again by the next run",
+                     sig.name, extra={"event": "aborting", "signal": sig.name})
+            abort()
+
     for sig in sigs:
-        loop.add_signal_handler(sig, stop)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         yield
     finally:
@@ -193,7 +214,8 @@ async def run_crawl(
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
     try:
-        with stop_on_signals(crawler.stop, install_signals):
+        with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
+                             stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
             crawler.load()
             from courtly.runtime.seeds import feed_seeds   # (seeds imports this module)
 
