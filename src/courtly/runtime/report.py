@@ -347,6 +347,8 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
 
     store = _open(out)
     try:
+        if kind != "warc":
+            _not_a_crawl_file(out, to)
         plist = _purge_list(store)
     finally:
         store.close()
@@ -366,6 +368,18 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
                            "records_dropped": report.records_dropped, "lines": report.lines,
                            "open_files_skipped": report.open_files_skipped, "outputs": report.outputs})
     return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)")
+
+
+CRAWL_FILES = ("crawl.db", "crawl.db-wal", "crawl.db-shm", "config.json", "lock")
+
+
+def _not_a_crawl_file(out: Path, to: Path) -> None:
+    """An export file is written beside `to` and renamed over it: `to` must
+    not be the crawl's database, its config, its lock or a file of its WARC folder."""
+    target, folder = to.resolve(), out.resolve()
+    if target in {folder / name for name in CRAWL_FILES} or folder / "warc" in target.parents:
+        raise ValueError(f"--to {to} would replace a file of the crawl folder {out}; "
+                         "choose a path outside its database and WARC files")
 
 
 def _fetch_limits(out: Path) -> tuple[int, float]:

@@ -265,6 +265,8 @@ def _output_file(to_file: Path) -> Path:
     to_file = Path(to_file)
     if to_file.is_dir():
         raise ValueError(f"--to {to_file} is a folder; this export writes one file")
+    if to_file.exists() and not to_file.is_file():   # renamed over, a device or a pipe would be replaced
+        raise ValueError(f"--to {to_file} is not a regular file (a device or a pipe); give a file path")
     to_file.parent.mkdir(parents=True, exist_ok=True)
     return to_file.with_name(to_file.name + ".tmp")
 
