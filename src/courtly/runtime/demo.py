@@ -75,28 +75,29 @@ def run_demo(args) -> int:
 
     out = Path(args.out)
     sim_dir = out / "simweb"
-    print(f"courtly demo: starting the simulated web ({args.hosts} hosts, seed {args.seed}) on loopback",
-          file=sys.stderr)
     if args.hosts < 1:
         raise UsageError("--hosts must be at least 1")
     sim_args = ["--profile", "demo", "--seed", str(args.seed), "--hosts", str(args.hosts),
                 "--ips", str(min(args.hosts, 8))]
-    with _simweb_on_its_port(sim_dir, sim_args) as web:
-        cfg = Config()
-        cfg = cfg.replace("crawl", max_pages=args.max_pages, contact="https://example.invalid/courtly-demo",
-                          fetch_tasks=64)
-        cfg = cfg.replace("politeness", delay_s=0.25)
-        cfg = cfg.replace("fetch", total_s=10.0, connect_s=3.0)
-        # Only the web's own networks: 127.0.0.1 is SSRF bait and must stay forbidden.
-        allowed = tuple(json.loads(web.manifest_file.read_text())["allowed_networks"])
-        cfg = cfg.replace("network", allow=allowed, hosts_file=str(web.hosts_file))
-        for w in cfg.warnings():
-            print(f"courtly: WARNING: {w}", file=sys.stderr)
-        print(f"courtly demo: crawling {len(web.seeds)} seeds into {out}/ (Ctrl-C stops; run again to resume)",
+    # the crawl folder is locked before the simulated web starts: a second demo
+    # on the same --out stops here, before it rewrites simweb/ (hosts, port) under the first
+    with crawl_folder(out / "crawl"):
+        print(f"courtly demo: starting the simulated web ({args.hosts} hosts, seed {args.seed}) on loopback",
               file=sys.stderr)
-        with crawl_folder(out / "crawl"):
-            stats = run_async(crawl_with_progress(cfg, out / "crawl", web.seeds,
-                                                 Progress(enabled=not args.quiet)))
+        with _simweb_on_its_port(sim_dir, sim_args) as web:
+            cfg = Config()
+            cfg = cfg.replace("crawl", max_pages=args.max_pages, contact="https://example.invalid/courtly-demo",
+                              fetch_tasks=64)
+            cfg = cfg.replace("politeness", delay_s=0.25)
+            cfg = cfg.replace("fetch", total_s=10.0, connect_s=3.0)
+            # Only the web's own networks: 127.0.0.1 is SSRF bait and must stay forbidden.
+            allowed = tuple(json.loads(web.manifest_file.read_text())["allowed_networks"])
+            cfg = cfg.replace("network", allow=allowed, hosts_file=str(web.hosts_file))
+            for w in cfg.warnings():
+                print(f"courtly: WARNING: {w}", file=sys.stderr)
+            print(f"courtly demo: crawling {len(web.seeds)} seeds into {out}/ (Ctrl-C stops; run again to resume)",
+                  file=sys.stderr)
+            stats = run_async(crawl_with_progress(cfg, out / "crawl", web.seeds, Progress(enabled=not args.quiet)))
     elapsed = max(1e-9, time.time() - stats.started_at)
     print(f"courtly demo: fetched {stats.fetched} pages and {stats.robots_fetched} robots.txt in "
           f"{elapsed:.1f} s; {stats.decisions} URLs not fetched, each with a reason", file=sys.stderr)
