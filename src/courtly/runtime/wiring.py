@@ -77,6 +77,22 @@ def crawl_folder(out: Path) -> Iterator[Path]:
         fh.close()
 
 
+def same_politeness_key(store: SqliteStore, cfg: Config, out: Path) -> None:
+    """A crawl folder keeps the crawl.politeness_key it was started with: its
+    queued URLs are stored with their key, so a resume under the other mode
+    would give one host two queues (two requests at once, each with its own
+    delay). The first run records the mode; a later one with another mode is refused."""
+    from courtly.ports import Batch
+
+    mode = store.get_meta("politeness_key")
+    if mode is None:
+        store.apply(Batch(meta={"politeness_key": cfg.crawl.politeness_key}))
+    elif mode != cfg.crawl.politeness_key:
+        raise CrawlFolderError(
+            f"{out} was crawled with crawl.politeness_key = '{mode}', not '{cfg.crawl.politeness_key}' "
+            f"(its queued URLs are keyed so): set it back, or crawl into another --out")
+
+
 def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
     """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON)."""
     pins: dict[str, list[str]] = {}
@@ -207,6 +223,11 @@ async def run_crawl(
     clock = SystemClock()
     repair(out / "warc")
     store = SqliteStore(out / "crawl.db")
+    try:
+        same_politeness_key(store, cfg, out)
+    except CrawlFolderError:
+        store.close()
+        raise
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
     resolver, fetcher, extractor = build_network(cfg)
     warc = WarcWriter(out / "warc", prefix=cfg.warc.prefix, file_bytes_max=cfg.warc.file_bytes_max,
