@@ -5,8 +5,16 @@ map, its manifest, and the port a later run resumes on)."""
 
 from __future__ import annotations
 
+import pytest
+from cli_support import courtly_logger_restored
+
 from courtly.cli import main
 from courtly.runtime.wiring import crawl_folder
+
+
+@pytest.fixture(autouse=True)
+def _courtly_logger():
+    yield from courtly_logger_restored()
 
 
 def test_a_second_demo_on_a_folder_in_use_stops_before_its_simulated_web(tmp_path, capsys):

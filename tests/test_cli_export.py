@@ -10,9 +10,15 @@ import sqlite3
 import stat
 
 import pytest
+from cli_support import courtly_logger_restored
 
 from courtly.cli import main
 from courtly.shell.store.sqlite import SqliteStore
+
+
+@pytest.fixture(autouse=True)
+def _courtly_logger():
+    yield from courtly_logger_restored()
 
 
 @pytest.fixture

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+from cli_support import courtly_logger_restored
+
 from courtly.cli import main
 
 SEED = "http://127.0.0.1:9/"
+
+
+@pytest.fixture(autouse=True)
+def _courtly_logger():
+    yield from courtly_logger_restored()
 
 
 def test_a_resume_with_another_politeness_key_is_refused(tmp_path, capsys):
