@@ -114,3 +114,49 @@ def test_fetch_connections_fit_the_open_files_limit(monkeypatch, caplog):
     assert "does not fit the open-files limit" in caplog.text
     with pytest.raises(ConfigError, match="connections_max"):
         Config().replace("fetch", connections_max=0)
+
+
+@pytest.mark.parametrize("section, key, value, message", [
+    ("politeness", "delay_s", float("nan"), "politeness.delay_s must be a finite number, not nan"),
+    ("fetch", "total_s", float("inf"), "fetch.total_s must be a finite number"),
+    ("politeness", "crawl_delay_s_max", -1.0, "politeness.crawl_delay_s_max must be >= 0"),
+    ("politeness", "response_factor", -2.0, "politeness.response_factor must be >= 0"),
+    ("fetch", "decoded_bytes_max", 0, "fetch.decoded_bytes_max must be > 0"),
+    ("fetch", "header_bytes_max", -1, "fetch.header_bytes_max must be > 0"),
+    ("robots", "retry_s_min", 0.0, "robots.retry_s_min must be > 0"),
+    ("robots", "retry_s_max", 1.0, "robots.retry_s_max must be >= robots.retry_s_min"),
+    ("crawl", "lease_s", 0.0, "crawl.lease_s must be > 0"),
+    ("crawl", "contact", "ops@example.org\r\nX-Evil: 1", "crawl.contact must be one line"),
+    ("crawl", "user_agent", "bot\n", "crawl.user_agent must be one line"),
+    ("warc", "prefix", "../elsewhere", "warc.prefix may hold letters"),
+    ("warc", "prefix", "", "warc.prefix may hold letters"),
+    ("warc", "file_bytes_max", 0, "warc.file_bytes_max must be > 0"),
+    ("extract", "workers", 0, "extract.workers must be > 0"),
+    ("extract", "task_s_max", 0.0, "extract.task_s_max must be > 0"),
+    ("extract", "memory_bytes_max", -5, "extract.memory_bytes_max must be > 0"),
+    ("extract", "links_max", 0, "extract.links_max must be > 0"),
+    ("store", "commit_interval_s", 0.0, "store.commit_interval_s must be > 0"),
+])
+def test_a_value_that_cannot_work_is_a_config_error_naming_it(section, key, value, message):
+    """Each used to pass the config and fail later: a traceback once the crawl
+    folder was made (extract.workers = 0, warc.*, a header with a line break),
+    a commit loop spinning on a core (commit_interval_s = 0), or a crawl whose
+    NaN delay passed every politeness comparison."""
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({section: {key: value}})
+    assert message in str(e.value)
+
+
+def test_cli_overrides_are_checked_like_the_file():
+    with pytest.raises(ConfigError, match="politeness.delay_s must be a finite number"):
+        Config().replace("politeness", delay_s=float("nan"))
+    with pytest.raises(ConfigError, match="crawl.duration_s must be a finite number"):
+        Config().replace("crawl", duration_s=float("nan"))
+
+
+def test_a_missing_required_key_is_named():
+    with pytest.raises(ConfigError, match=r"^politeness\.allow\[0\] needs delay_s, owner, expires$"):
+        config_from_dict({"politeness": {"allow": [{"key": "example.org"}]}})
+    with pytest.raises(ConfigError, match=r"politeness.allow example.org delay_s must be >= 0"):
+        config_from_dict({"politeness": {"allow": [{"key": "example.org", "delay_s": -1.0, "owner": "o",
+                                                    "expires": "2030-01-01"}]}})

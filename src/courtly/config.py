@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import tomllib
 import types
 import typing
@@ -89,6 +90,11 @@ class CrawlSection:
         _non_negative("crawl.retries_max", self.retries_max)
         if self.retries_max > 10:
             raise ConfigError("crawl.retries_max is at most 10")
+        _positive("crawl.lease_s", self.lease_s)
+        for name in ("user_agent", "contact"):   # sent in the User-Agent header
+            value = getattr(self, name)
+            if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+                raise ConfigError(f"crawl.{name} must be one line of printable text, not {value!r}")
 
     def agent(self) -> str:
         if self.user_agent:
@@ -105,6 +111,11 @@ class AllowSection:
     expires: str                       # ISO 8601 date or datetime (UTC if no zone)
     ip_concurrency: int = 0
     ip_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        _non_negative(f"politeness.allow {self.key} delay_s", self.delay_s)
+        _non_negative(f"politeness.allow {self.key} ip_concurrency", self.ip_concurrency)
+        _non_negative(f"politeness.allow {self.key} ip_rate", self.ip_rate)
 
     def expires_at(self) -> float:
         from datetime import datetime, timezone
@@ -130,6 +141,8 @@ class PolitenessSection:
 
     def __post_init__(self) -> None:
         _non_negative("politeness.delay_s", self.delay_s)
+        _non_negative("politeness.crawl_delay_s_max", self.crawl_delay_s_max)
+        _non_negative("politeness.response_factor", self.response_factor)
         _positive("politeness.ip_concurrency", self.ip_concurrency)
         _positive("politeness.ip_rate", self.ip_rate)
         _positive("politeness.backoff_s_max", self.backoff_s_max)
@@ -155,6 +168,8 @@ class FetchSection:
         _positive("fetch.connections_max", self.connections_max)
         _positive("fetch.total_s", self.total_s)
         _positive("fetch.body_bytes_max", self.body_bytes_max)
+        _positive("fetch.decoded_bytes_max", self.decoded_bytes_max)
+        _positive("fetch.header_bytes_max", self.header_bytes_max)
         _positive("fetch.decode_ratio_max", self.decode_ratio_max)
         if not 0 <= self.redirects_max <= 20:
             raise ConfigError("fetch.redirects_max must be in 0..20")
@@ -174,6 +189,10 @@ class RobotsSection:
     def __post_init__(self) -> None:
         if not 0 < self.cache_s <= 86400:
             raise ConfigError("robots.cache_s must be in (0, 86400]")
+        _non_negative("robots.reuse_s", self.reuse_s)
+        _positive("robots.retry_s_min", self.retry_s_min)
+        if not self.retry_s_min <= self.retry_s_max:
+            raise ConfigError("robots.retry_s_max must be >= robots.retry_s_min")
         # RFC 9309 2.2.1: letters, "_" and "-" only. A digit would be cut off
         # when matching (token "bot2" would obey the group of "bot")
         if not self.token or not all(c in _TOKEN_CHARS for c in self.token):
@@ -271,6 +290,11 @@ class WarcSection:
     # files without purged records; true: the raw files stay, exports filter
     keep_purged_originals: bool = True
 
+    def __post_init__(self) -> None:
+        if not self.prefix or not all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in self.prefix):
+            raise ConfigError(f"warc.prefix may hold letters, digits, '.', '_' and '-' only, not {self.prefix!r}")
+        _positive("warc.file_bytes_max", self.file_bytes_max)
+
 
 @dataclass(frozen=True, slots=True)
 class ExtractSection:
@@ -288,6 +312,10 @@ class ExtractSection:
     backlog_max: int = 64
 
     def __post_init__(self) -> None:
+        _positive("extract.workers", self.workers)
+        _positive("extract.task_s_max", self.task_s_max)
+        _positive("extract.memory_bytes_max", self.memory_bytes_max)
+        _positive("extract.links_max", self.links_max)
         _positive("extract.tasks_per_child", self.tasks_per_child)
         _positive("extract.backlog_max", self.backlog_max)
 
@@ -309,6 +337,9 @@ class FrontierSection:
 @dataclass(frozen=True, slots=True)
 class StoreSection:
     commit_interval_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        _positive("store.commit_interval_s", self.commit_interval_s)   # 0: the commit loop would spin
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,13 +449,21 @@ def check_networks(name: str, nets: typing.Iterable[str]) -> None:
 
 
 def _positive(name: str, v: float) -> None:
+    _finite(name, v)
     if v <= 0:
         raise ConfigError(f"{name} must be > 0, not {v}")
 
 
 def _non_negative(name: str, v: float) -> None:
+    _finite(name, v)
     if v < 0:
         raise ConfigError(f"{name} must be >= 0, not {v}")
+
+
+def _finite(name: str, v: float) -> None:
+    """NaN passes every comparison test (a NaN delay_s was a crawl without delay)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ConfigError(f"{name} must be a finite number, not {v}")
 
 
 def _coerce(name: str, tp: Any, value: Any) -> Any:
@@ -432,6 +471,7 @@ def _coerce(name: str, tp: Any, value: Any) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{name} must be a number, not {value!r}")
+        _finite(name, float(value))
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -466,6 +506,10 @@ def _build(name: str, cls: type, table: Any) -> Any:
     if unknown:
         raise ConfigError(f"unknown key {name}.{unknown[0]} (known: {', '.join(sorted(fields))})")
     kwargs = {k: _coerce(f"{name}.{k}", hints[k], v) for k, v in table.items()}
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in table
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{name} needs {', '.join(missing)}")
     try:
         return cls(**kwargs)
     except TypeError as e:
