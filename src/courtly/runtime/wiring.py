@@ -105,13 +105,27 @@ def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
         if not isinstance(data, dict):
             raise ConfigError(f"hosts file {p} must map host names to addresses")
         for host, ip in data.items():
-            pins[str(host).lower()] = [ip] if isinstance(ip, str) else [str(x) for x in ip]
+            ips = [ip] if isinstance(ip, str) else ip
+            if not isinstance(ips, list) or not ips or not all(isinstance(x, str) for x in ips):
+                raise ConfigError(f"hosts file {p}: {host!r} must map to an IP address or a list of them, "
+                                  f"not {ip!r}")
+            _check_pins(f"hosts file {p}", host, ips)
+            pins[str(host).lower()] = list(ips)
     for entry in cfg.network.resolve:
         host, sep, ip = entry.partition(":")
         if not sep or not host or not ip:
             raise ConfigError(f"--resolve wants HOST:IP, not {entry!r}")
+        _check_pins("--resolve", host, [ip])
         pins.setdefault(host.lower(), []).append(ip.strip("[]"))
     return pins
+
+
+def _check_pins(where: str, host: str, ips: list[str]) -> None:
+    from courtly.core.netpolicy import parse_ip
+
+    for ip in ips:
+        if parse_ip(ip) is None:
+            raise ConfigError(f"{where}: {ip!r} (for {host}) is not an IP address")
 
 
 FILES_RESERVED = 256   # descriptors kept for the store, WARC files, workers, the status server

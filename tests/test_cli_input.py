@@ -1,0 +1,35 @@
+"""Bad input to `courtly crawl`: one line naming the problem, exit 2, and no
+crawl folder made. The seed is a loopback address that no --allow-network
+opens: a crawl that does start decides `non_public` and sends nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_support import courtly_logger_restored
+
+from courtly.cli import main
+
+SEED = "http://127.0.0.1:9/"
+
+
+@pytest.fixture(autouse=True)
+def _courtly_logger():
+    yield from courtly_logger_restored()
+
+
+def test_host_pins_that_are_not_addresses_are_one_line_before_anything_starts(tmp_path, capsys):
+    hosts = tmp_path / "hosts.json"
+    out = tmp_path / "crawl"
+    for pins, message in ((["--resolve", "a.test:not-an-ip"], "--resolve: 'not-an-ip' (for a.test) is not an IP"),
+                          ({"a.test": 5}, "'a.test' must map to an IP address or a list of them, not 5"),
+                          ({"a.test": []}, "'a.test' must map to an IP address or a list of them, not []"),
+                          ({"a.test": ["127.0.0.1", "nope"]}, "'nope' (for a.test) is not an IP address")):
+        if isinstance(pins, dict):
+            hosts.write_text(json.dumps(pins))
+            pins = ["--hosts-file", str(hosts)]
+        assert main(["crawl", SEED, "--out", str(out), "--quiet", *pins]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("courtly: error:") and message in lines[0], lines
+        assert not out.exists()
