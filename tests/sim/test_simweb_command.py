@@ -90,3 +90,48 @@ def test_duration_bounds_a_run(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "stopped" in res.stdout
     assert (out / "manifest.json").exists() and (out / "requests.jsonl").exists()
+
+
+def _one_error_line(argv: list[str], capsys) -> str:
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_check_of_a_missing_or_foreign_log_is_one_line(tmp_path: Path, capsys) -> None:
+    line = _one_error_line(["check", str(tmp_path / "requests.jsonl")], capsys)
+    assert line.startswith("courtly simweb check: error: cannot read manifest") and "--manifest" in line, line
+    (tmp_path / "manifest.json").write_text("{}")
+    line = _one_error_line(["check", str(tmp_path / "requests.jsonl")], capsys)
+    assert "cannot read manifest" in line and "not a" in line, line
+
+
+def test_serve_errors_are_one_line_before_any_socket(tmp_path: Path, capsys) -> None:
+    (tmp_path / "file").write_text("x")
+    line = _one_error_line(["--out", str(tmp_path / "file" / "web"), "--duration-s", "1"], capsys)
+    assert line.startswith("courtly simweb: error: cannot write to --out"), line
+    line = _one_error_line(["--port", "99999", "--duration-s", "1"], capsys)
+    assert "--port must be in 0..65535" in line, line
+
+
+def test_a_taken_port_is_one_line(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.1.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        line = _one_error_line(["--hosts", "2", "--port", str(port), "--duration-s", "1"], capsys)
+    assert line.startswith("courtly simweb: error: could not bind") and "in use" in line, line
+
+
+def test_fewer_hosts_than_the_profile_s_ips_get_one_ip_each() -> None:
+    from courtly.sim.webconfig import profile_config
+
+    assert profile_config("demo", hosts=3).ips == 3              # was: "ips must not exceed hosts"
+    assert profile_config("demo").ips == 8 and profile_config("demo", hosts=3, ips=2).ips == 2

@@ -160,9 +160,17 @@ def _check(args: argparse.Namespace) -> int:
     from courtly.sim.reqlog import load_log
 
     manifest_path = args.manifest or args.log.parent / "manifest.json"
-    manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
-    web = web_from_manifest(manifest)
-    records = load_log(args.log)
+    what = f"manifest {manifest_path}"
+    try:
+        manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+        web = web_from_manifest(manifest)
+        port = int(manifest["port"])
+        what = f"request log {args.log}"
+        records = load_log(args.log)
+    except (OSError, ValueError, KeyError, TypeError) as e:   # a missing file, or not one simweb wrote
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+        _check_parser().exit(2, f"courtly simweb check: error: cannot read {what}: {detail}"
+                                f"{' (give --manifest)' if what.startswith('manifest') and not args.manifest else ''}\n")
     hosts = tuple(h.strip() for h in args.only_hosts.split(",")) if args.only_hosts else None
     params = CheckParams(
         delay_s_min=args.delay_s_min, crawl_delay_s_max=args.crawl_delay_s_max,
@@ -172,7 +180,7 @@ def _check(args: argparse.Namespace) -> int:
         trap_fetches_max=args.trap_fetches_max, duplicate_fetches_max=args.duplicate_fetches_max,
         coverage=not args.no_coverage, coverage_min=args.coverage_min, hosts=hosts)
     key_of: Callable[[str], str] | None = (lambda h: h) if args.key == "host" else None
-    report = check_log(records, web, params, port=int(manifest["port"]), key_of=key_of)
+    report = check_log(records, web, params, port=port, key_of=key_of)
     if args.json:
         cov = report.coverage
         print(json.dumps({
@@ -200,13 +208,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         _config(args)
     except (ValueError, TypeError) as e:
         parser.exit(2, f"courtly simweb: error: {e}\n")
+    if not 0 <= args.port <= 65535:
+        parser.exit(2, f"courtly simweb: error: --port must be in 0..65535, not {args.port}\n")
+    if args.out is not None:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parser.exit(2, f"courtly simweb: error: cannot write to --out {args.out}: {e.strerror}\n")
     try:
         import uvloop
 
         runner: Callable[[Any], int] = uvloop.run  # type: ignore[assignment]
     except ImportError:
         runner = asyncio.run
-    return runner(_serve(args))
+    try:
+        return runner(_serve(args))
+    except OSError as e:   # the port is taken on one of the loopback IPs
+        parser.exit(2, f"courtly simweb: error: {e}\n")
 
 
 if __name__ == "__main__":

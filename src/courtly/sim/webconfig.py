@@ -171,5 +171,9 @@ def profile_config(profile: str = "demo", **overrides: object) -> SimWebConfig:
         raise ValueError(f"unknown profile {profile!r}; known: {sorted(PROFILES)}")
     fields: dict[str, object] = dict(PROFILES[profile])
     fields.update({k: v for k, v in overrides.items() if v is not None})
+    if overrides.get("ips") is None and isinstance(fields.get("hosts"), int):
+        # fewer hosts than the profile's IPs: one host per IP, not an error about a flag not given
+        default_ips = fields.get("ips", SimWebConfig.__dataclass_fields__["ips"].default)
+        fields["ips"] = max(1, min(int(default_ips), fields["hosts"]))  # type: ignore[call-overload]
     fields["profile"] = profile
     return SimWebConfig(**fields)  # type: ignore[arg-type]
