@@ -206,3 +206,16 @@ def test_sim_command_runs_as_a_module():
 
 def test_sim_command_rejects_bad_parameters(capsys):
     assert main(["--days", "0"]) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--days", "inf"], "days must be a finite number"),              # ran for ever
+    (["--days", "nan"], "days must be a finite number"),
+    (["--alpha", "-1"], "importance_alpha >= 0"),                    # were tracebacks from the scheduler
+    (["--alpha", "nan"], "importance_alpha must be a finite number"),
+    (["--period", "0"], "period_s must be > 0"),
+])
+def test_sim_command_bad_parameters_are_one_line(capsys, args, message):
+    assert main(["--pages", "50", "--hosts", "2", *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("courtly sim: error:") and message in lines[0], lines

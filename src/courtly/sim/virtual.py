@@ -99,8 +99,13 @@ class SimParams:
     warmup_days: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("days", "warmup_days", "importance_alpha", "failure_rate", "period_s", "delay_s"):
+            if not math.isfinite(getattr(self, name)):   # inf days never ended; NaN passes every test
+                raise ValueError(f"{name} must be a finite number, not {getattr(self, name)}")
         if self.pages < 1 or self.hosts < 1 or self.days <= 0 or self.budget < 0:
             raise ValueError("pages, hosts >= 1; days > 0; budget >= 0")
+        if self.period_s <= 0 or self.importance_alpha < 0:
+            raise ValueError("period_s must be > 0 and importance_alpha >= 0")
         if not 0 < self.rate_per_s_min <= self.rate_per_s_max:
             raise ValueError("0 < rate_per_s_min <= rate_per_s_max")
         if not 0 <= self.warmup_days < self.days:

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                       intent=a.intent, index=a.index, importance_alpha=a.alpha,
                       failure_rate=a.failure_rate, warmup_days=a.warmup_days, period_s=a.period)
     except ValueError as exc:
-        print(f"courtly sim: {exc}", file=sys.stderr)
+        print(f"courtly sim: error: {exc}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     c = compare(p, simulate_references=a.simulate_references)
