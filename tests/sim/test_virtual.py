@@ -219,3 +219,10 @@ def test_sim_command_bad_parameters_are_one_line(capsys, args, message):
     assert main(["--pages", "50", "--hosts", "2", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("courtly sim: error:") and message in lines[0], lines
+
+
+def test_compare_reports_each_simulated_day_for_progress():
+    days: list[int] = []
+    p = SimParams(seed=2, days=3, pages=300, hosts=5, budget=300)
+    assert compare(p, on_day=days.append).ratio == compare(p).ratio   # progress changes nothing
+    assert days == [0, 1, 2]

@@ -270,8 +270,9 @@ def _collector_paused():
             gc.enable()
 
 
-def compare(p, *, simulate_references: bool = False) -> Comparison:
-    """Run courtly on the model web of `p` and compare with uniform and optimal."""
+def compare(p, *, simulate_references: bool = False, on_day=None) -> Comparison:
+    """Run courtly on the model web of `p` and compare with uniform and optimal;
+    `on_day(day)` is called as each virtual day of courtly's crawl begins."""
     from courtly.sim.virtual import CourtlyPlanner, FixedIntervalPlanner, build_web, courtly_policy, drive
 
     started, cpu_started = _wall.perf_counter(), _wall.process_time()
@@ -283,7 +284,7 @@ def compare(p, *, simulate_references: bool = False) -> Comparison:
         planner = CourtlyPlanner(web, policy, random.Random(f"{p.seed}:scheduler"))
         meter = FreshnessMeter(web.rate.tolist(), random.Random(f"{p.seed}:changes"), window_from_s=w0,
                                window_to_s=w1)
-        run = drive(web, planner, p, meter, random.Random(f"{p.seed}:fetch"))
+        run = drive(web, planner, p, meter, random.Random(f"{p.seed}:fetch"), on_day=on_day)
     fresh, age = meter.close()
     courtly = figures("courtly", fresh, age, web.importance, web.tier, window, run.fetches / days)
 

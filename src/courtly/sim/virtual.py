@@ -246,10 +246,11 @@ class DriveResult:
 
 def drive(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter,
           rng: random.Random, clock: VirtualClock | None = None,
-          fetch_log: list | None = None) -> DriveResult:
+          fetch_log: list | None = None, on_day=None) -> DriveResult:
     """Crawl `web` for `p.days` of virtual time; the meter accumulates freshness.
 
-    `fetch_log`, if given, receives (key, started_at, ended_at, url) per fetch.
+    `fetch_log`, if given, receives (key, started_at, ended_at, url) per fetch;
+    `on_day(day)`, if given, is called as each virtual day begins (progress).
     A leased batch is fetched at once and its key given back to the frontier
     with its next ready instant (no lease can see the key before that); `busy`
     only keeps the batch ends, to know when a fetch task is free again."""
@@ -265,6 +266,7 @@ def drive(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter,
     key_ready_at = pol.ready_at
     busy: list[float] = []
     free, next_plan = p.fetch_tasks, 0.0
+    next_day = 0.0 if on_day is not None else math.inf
     while True:
         now = next_plan
         if not free:
@@ -276,6 +278,9 @@ def drive(web: ModelWeb, planner: Planner, p: SimParams, meter: FreshnessMeter,
                 now = max(wake, clock.now())
         if now >= end:
             break
+        if now >= next_day:
+            on_day(int(now // DAY_S))
+            next_day = (now // DAY_S + 1) * DAY_S
         clock.advance_to(now)
         while busy and busy[0] <= now:
             heapq.heappop(busy)

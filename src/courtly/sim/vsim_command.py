@@ -13,6 +13,7 @@ courtly reaches less than R of the optimum (the message names the seed).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -83,6 +84,31 @@ def _report(c: Comparison) -> str:
     return "\n".join(out)
 
 
+class _Progress:
+    """The simulated day on stderr while courtly's crawl runs (a minute at the
+    default size): a line rewritten in place on a terminal, else one line
+    every 10 s."""
+
+    def __init__(self, days: float) -> None:
+        self.days = math.ceil(days)
+        self.tty = sys.stderr.isatty()
+        self.started = self.last = time.monotonic()
+        self.shown = False
+
+    def day(self, day: int) -> None:
+        now = time.monotonic()
+        if not self.tty and now - self.last < 10.0:
+            return
+        self.last = now
+        line = f"courtly sim: simulating day {day + 1}/{self.days} ({now - self.started:.0f} s)"
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+        self.shown = True
+
+    def close(self) -> None:
+        if self.tty and self.shown:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
@@ -94,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"courtly sim: error: {exc}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    c = compare(p, simulate_references=a.simulate_references)
+    progress = _Progress(p.days)
+    try:
+        c = compare(p, simulate_references=a.simulate_references, on_day=progress.day)
+    finally:
+        progress.close()
     print(render(c, p))
     if a.report:
         print(_report(c))
