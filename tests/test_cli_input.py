@@ -33,3 +33,12 @@ def test_host_pins_that_are_not_addresses_are_one_line_before_anything_starts(tm
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("courtly: error:") and message in lines[0], lines
         assert not out.exists()
+
+
+def test_with_json_logs_the_error_is_a_json_line_too(tmp_path, capsys):
+    assert main(["crawl", "ftp://a.test/", "--out", str(tmp_path / "crawl"), "--log-format", "json"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    record = json.loads(lines[0])                  # was a plain 'courtly: error: ...' line
+    assert record["level"] == "error" and record["event"] == "error"
+    assert record["message"].startswith("bad seed URL at argument 'ftp://a.test/'")

@@ -245,7 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except _expected_errors() as e:
-        print(f"courtly: error: {e}", file=sys.stderr)
+        if _JSON_LOGS:   # stderr stays one JSON object per line
+            import logging
+
+            logging.getLogger("courtly").error(str(e), extra={"event": "error"})
+        else:
+            print(f"courtly: error: {e}", file=sys.stderr)
         return 2
     parser.print_help()
     return 2
