@@ -42,3 +42,23 @@ def test_with_json_logs_the_error_is_a_json_line_too(tmp_path, capsys):
     record = json.loads(lines[0])                  # was a plain 'courtly: error: ...' line
     assert record["level"] == "error" and record["event"] == "error"
     assert record["message"].startswith("bad seed URL at argument 'ftp://a.test/'")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "no seeds: {file} holds no URL"),                         # was: 'give URLs or --seeds-file'
+    (b"# only a comment\n\n", "no seeds: {file} holds no URL"),
+    (b"http://127.0.0.1:9/\n\xff\xfe\n", "seeds file {file}:2 is not UTF-8 text"),
+])
+def test_a_seeds_file_without_usable_urls_is_named(tmp_path, capsys, content, message):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(content)
+    assert main(["crawl", "--seeds-file", str(seeds), "--out", str(tmp_path / "crawl")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"courtly: error: {message.format(file=seeds)}"), lines
+    assert not (tmp_path / "crawl").exists()
+
+
+def test_a_seeds_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes("\ufeffhttp://127.0.0.1:9/\n".encode("utf-8"))   # was: bad scheme '\ufeffhttp'
+    assert main(["crawl", "--seeds-file", str(seeds), "--out", str(tmp_path / "crawl"), "--quiet"]) == 0

@@ -373,6 +373,8 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     seeds = read_seeds(args.urls, args.seeds_file)
     out = Path(args.out)
     if not seeds and not (out / "crawl.db").exists():
+        if args.seeds_file:
+            raise UsageError(f"no seeds: {args.seeds_file} holds no URL (one per line; # starts a comment)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
     if status is not None:

@@ -39,13 +39,17 @@ class SeedList:
         if self.path is None:
             return
         try:
-            with self.path.open(encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    line = line.strip()
+            with self.path.open("rb") as f:
+                for n, raw in enumerate(f, 1):
+                    try:   # a byte order mark (Notepad) is not part of the first URL's scheme
+                        line = raw.decode("utf-8-sig" if n == 1 else "utf-8").strip()
+                    except UnicodeDecodeError as e:
+                        raise UsageError(f"seeds file {self.path}:{n} is not UTF-8 text "
+                                         "(one URL per line expected)") from e
                     if line and not line.startswith("#"):
                         yield line, f"{self.path}:{n}"
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read seeds file {self.path}: {e}") from e
+        except OSError as e:
+            raise UsageError(f"cannot read seeds file {self.path}: {e.strerror or e}") from e
 
     def validate(self) -> "SeedList":
         """Check every seed once (one pass over the file). Raises UsageError."""
