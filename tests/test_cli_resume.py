@@ -33,3 +33,16 @@ def test_a_resume_with_another_politeness_key_is_refused(tmp_path, capsys):
     assert main(["crawl", SEED, "--out", str(out), "--quiet", "--contact", "t@example.org"]) == 0
     db = sqlite3.connect(str(out / "crawl.db"))
     assert db.execute("SELECT v FROM meta WHERE k = 'politeness_key'").fetchone() == ("domain",)
+
+
+def test_a_folder_in_use_names_the_crawl_holding_it_and_what_to_do(tmp_path, capsys):
+    import os
+
+    from courtly.runtime.wiring import crawl_folder
+
+    out = tmp_path / "crawl"
+    with crawl_folder(out):
+        assert main(["crawl", SEED, "--out", str(out), "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"courtly: error: {out} is in use by another courtly crawl (pid {os.getpid()}): wait for "
+                     f"it to end, stop it with Ctrl-C or kill -INT {os.getpid()}, or use another --out"], lines

@@ -64,8 +64,13 @@ def crawl_folder(out: Path) -> Iterator[Path]:
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
+        fh.seek(0)
+        holder = fh.read().strip()   # the pid the holder wrote
         fh.close()
-        raise CrawlFolderError(f"{out} is in use by another courtly crawl") from e
+        who = f" (pid {holder})" if holder.isdigit() else ""
+        raise CrawlFolderError(f"{out} is in use by another courtly crawl{who}: wait for it to end, "
+                               f"stop it with Ctrl-C{f' or kill -INT {holder}' if who else ''}, "
+                               "or use another --out") from e
     try:
         fh.seek(0)
         fh.truncate()
