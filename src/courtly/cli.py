@@ -55,56 +55,59 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     _crawl_options(c)
     c.add_argument("--status", metavar="HOST:PORT",
-                   help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089")
+                   help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089 "
+                        "(default: none; HOST defaults to 127.0.0.1)")
     c.add_argument("--quiet", action="store_true", help="no progress display")
 
     d = sub.add_parser("demo", parents=[logs], help="start the simulated web on loopback and crawl it (offline)")
     d.add_argument("--out", default="crawl-demo", help="crawl folder (default: crawl-demo)")
-    d.add_argument("--max-pages", type=int, default=400)
-    d.add_argument("--hosts", type=int, default=12, help="simulated hosts")
-    d.add_argument("--seed", type=int, default=7)
-    d.add_argument("--quiet", action="store_true")
+    d.add_argument("--max-pages", type=int, default=400,
+                   help="stop after this many pages in this run (default: 400; 0 = no limit)")
+    d.add_argument("--hosts", type=int, default=12, help="simulated hosts (default: 12)")
+    d.add_argument("--seed", type=int, default=7, help="the simulated web's seed (default: 7)")
+    d.add_argument("--quiet", action="store_true", help="no progress display")
 
     e = sub.add_parser("explain", help="show a URL's history: found where, fetched when, or why not")
-    e.add_argument("url")
-    e.add_argument("--out", default="crawl-out", help="crawl folder")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("url", help="the URL (exit status 1 if this crawl never saw it)")
+    e.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    e.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     s = sub.add_parser("stats", help="summarise a crawl folder")
-    s.add_argument("--out", default="crawl-out", help="crawl folder")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     rp = sub.add_parser("report", help="daily skip-decision report: which fetches are not done, and why")
-    rp.add_argument("--out", default="crawl-out", help="crawl folder")
-    rp.add_argument("--json", action="store_true")
+    rp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    rp.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     r = sub.add_parser("review", help="the trap review queue: suspected hosts, and resolving them")
-    r.add_argument("--out", default="crawl-out", help="crawl folder")
+    r.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     r.add_argument("--resolve", nargs=2, metavar=("KEY", "trap|legit"),
                    help="close a suspicion: 'legit' re-queues what it denied, 'trap' denies for good")
     r.add_argument("--rule", help="resolve only this rule's suspicion")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     pg = sub.add_parser("purge", parents=[logs],
                         help="take down a domain, host or URL prefix: dropped from the frontier, never "
                              "fetched again, left out of every export (works while a crawl runs)")
-    pg.add_argument("--out", default="crawl-out", help="crawl folder")
+    pg.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     what = pg.add_mutually_exclusive_group()
     what.add_argument("--domain", help="a registered domain and all its subdomains, e.g. example.org")
     what.add_argument("--host", help="exactly this host name (any port, any scheme)")
     what.add_argument("--url-prefix", help="every URL starting with this (normalised) prefix")
     what.add_argument("--list", action="store_true", help="list the purges: recorded, applied, effect time")
-    pg.add_argument("--reason", default="", help="why (kept with the purge and in every decision)")
-    pg.add_argument("--json", action="store_true")
+    pg.add_argument("--reason", default="", help="why (kept with the purge and in every decision; default: empty)")
+    pg.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     x = sub.add_parser("export", parents=[logs],
                        help="export WARC files, a CDXJ index or main text; purged content is never exported")
     x.add_argument("kind", choices=["warc", "cdxj", "text"],
                    help="warc: a new WARC file set (folder); cdxj: one merged index (file); "
                         "text: JSON lines {url, fetched_at, title, text} (file)")
-    x.add_argument("--out", default="crawl-out", help="crawl folder")
-    x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise")
-    x.add_argument("--json", action="store_true")
+    x.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise "
+                                               "(an existing file is replaced; so are same-named files in the folder)")
+    x.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _distributed_commands(sub, logs)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
@@ -115,21 +118,33 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _crawl_options(c: argparse.ArgumentParser) -> None:
-    """Options `crawl` and `worker` share (they feed `config_from_args`)."""
-    c.add_argument("--config", help="TOML config file (unknown keys are errors)")
-    c.add_argument("--max-pages", type=int, help="stop after this many pages (0 = no limit)")
-    c.add_argument("--duration-s", type=float, help="stop after this many seconds (0 = no limit)")
+    """Options `crawl` and `worker` share (they feed `config_from_args`). A
+    flag overrides --config, whose keys default as in README's table."""
+    from courtly.config import Config
+
+    d = Config()
+    c.add_argument("--config", help="TOML config file (unknown keys are errors; default: none, "
+                                    "every key at its default, see README)")
+    c.add_argument("--max-pages", type=int, help="stop after this many pages fetched in this run "
+                                                 f"(default: crawl.max_pages, else {d.crawl.max_pages} = no limit)")
+    c.add_argument("--duration-s", type=float, help="stop after this many seconds (default: crawl.duration_s, "
+                                                    f"else {d.crawl.duration_s:g} = no limit)")
     c.add_argument("--intent", choices=["archive", "search", "monitor"],
-                   help="archive: discovery only; search: recrawl by change rate; monitor: a watch list")
-    c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host")
+                   help="archive: discovery only; search: recrawl by change rate; monitor: a watch list "
+                        f"(default: crawl.intent, else {d.crawl.intent})")
+    c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host "
+                                                 f"(default: politeness.delay_s, else {d.politeness.delay_s:g})")
     c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
                    help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
     c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
-    c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent")
+    c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent "
+                                     "(default: crawl.contact, else none, with a warning)")
     c.add_argument("--resolve", action="append", default=[], metavar="HOST:IP",
                    help="pin a host name to an address, like curl --resolve; repeatable")
     c.add_argument("--hosts-file", help="JSON {host: ip} map (courtly simweb writes one)")
-    c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"])
+    c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"],
+                   help="which links to follow: any host, the seeds' registered domains, or the seeds' "
+                        f"hosts (default: crawl.scope, else {d.crawl.scope})")
 
 
 def _distributed_commands(sub, logs) -> None:
@@ -154,7 +169,7 @@ def _distributed_commands(sub, logs) -> None:
                    help="must match the workers' crawl.politeness_key (default: domain)")
     st = sub.add_parser("status", help="workers, partitions per owner, leases and queues of a distributed crawl")
     st.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def run() -> NoReturn:

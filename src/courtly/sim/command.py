@@ -53,28 +53,38 @@ def _epilog() -> str:
 
 
 def _serve_parser() -> argparse.ArgumentParser:
+    from courtly.sim.webconfig import SimWebConfig
+
+    d = SimWebConfig()   # the demo profile; the others change what the epilog lists
     p = argparse.ArgumentParser(
         prog="courtly simweb",
         description="Serve a deterministic simulated hostile web on loopback (127.0.0.0/8), "
                     "one port for every host IP. Same seed => same web and manifest. "
                     "Use `courtly simweb check LOG` to check a crawl's politeness afterwards.",
         epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", choices=sorted(PROFILES), default="demo")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--hosts", type=int, help="number of hosts (profile default)")
-    p.add_argument("--pages-per-host", type=int, help="pages per host (>= 10)")
-    p.add_argument("--ips", type=int, help="number of loopback IPs (127.0.1.1 ...)")
-    p.add_argument("--port", type=int, default=0, help="port on every IP (0: pick a free one)")
+    p.add_argument("--profile", choices=sorted(PROFILES), default="demo",
+                   help="a set of defaults, listed below (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="same seed, same web (default: %(default)s)")
+    p.add_argument("--hosts", type=int, help=f"number of hosts (default: the profile's; demo: {d.hosts})")
+    p.add_argument("--pages-per-host", type=int,
+                   help=f"pages per host, >= 10 (default: the profile's; demo: {d.pages_per_host})")
+    p.add_argument("--ips", type=int, help="number of loopback IPs (127.0.1.1 ...; default: the profile's, "
+                                           f"at most one per host; demo: {d.ips})")
+    p.add_argument("--port", type=int, default=0, help="port on every IP (default: 0, a free one)")
     p.add_argument("--out", type=Path, help="directory for hosts.json, manifest.json, seeds.txt, "
-                                            "requests.jsonl and ready.json")
+                                            "requests.jsonl and ready.json (default: none, nothing written)")
     p.add_argument("--duration-s", type=float, help="stop after this long (default: until SIGINT/SIGTERM)")
     p.add_argument("--no-log", action="store_true", help="do not write requests.jsonl (benchmarks)")
-    p.add_argument("--latency-s", type=float, help="base latency of slow hosts")
-    p.add_argument("--retry-after-s", type=int, help="Retry-After of throttled hosts")
-    p.add_argument("--throttle-requests", type=int, help="requests answered 429/503 on throttled hosts")
-    p.add_argument("--robots-hang-s", type=float, help="how long a timeout robots.txt hangs")
-    p.add_argument("--change-rate-per-s", type=float, help="base Poisson change rate of pages")
-    p.add_argument("--special-share", type=float, help="share of hosts with a special behaviour")
+    p.add_argument("--latency-s", type=float, help=f"base latency of slow hosts (default: {d.latency_s:g})")
+    p.add_argument("--retry-after-s", type=int, help=f"Retry-After of throttled hosts (default: {d.retry_after_s})")
+    p.add_argument("--throttle-requests", type=int,
+                   help=f"requests answered 429/503 on throttled hosts (default: {d.throttle_requests})")
+    p.add_argument("--robots-hang-s", type=float,
+                   help=f"how long a timeout robots.txt hangs (default: {d.robots_hang_s:g})")
+    p.add_argument("--change-rate-per-s", type=float,
+                   help=f"base Poisson change rate of pages (default: {d.change_rate_per_s:.3g})")
+    p.add_argument("--special-share", type=float, help="share of hosts with a special behaviour "
+                                                       f"(default: the profile's; demo: {d.special_share:g})")
     return p
 
 
@@ -86,19 +96,28 @@ def _check_parser() -> argparse.ArgumentParser:
                     "traps, duplicate fetches, coverage. Exit 1 on any violation.")
     p.add_argument("log", type=Path, help="requests.jsonl written by courtly simweb")
     p.add_argument("--manifest", type=Path, help="manifest.json (default: next to the log)")
-    p.add_argument("--delay-s-min", type=float, default=1.0)
-    p.add_argument("--crawl-delay-s-max", type=float, default=10.0)
-    p.add_argument("--retry-after-s-max", type=float, default=3600.0)
-    p.add_argument("--backoff-factor", type=float, default=2.0)
-    p.add_argument("--tolerance-s", type=float, default=0.05, help="slack for gaps and rate windows")
-    p.add_argument("--concurrency-tolerance-s", type=float, default=0.002, help="slack for overlaps")
+    p.add_argument("--delay-s-min", type=float, default=1.0,
+                   help="the crawler's delay between requests to one key (default: %(default)g)")
+    p.add_argument("--crawl-delay-s-max", type=float, default=10.0,
+                   help="the crawler's cap on robots.txt Crawl-delay (default: %(default)g)")
+    p.add_argument("--retry-after-s-max", type=float, default=3600.0,
+                   help="the crawler's cap on Retry-After (default: %(default)g)")
+    p.add_argument("--backoff-factor", type=float, default=2.0,
+                   help="the least delay factor after a 429/503 without Retry-After (default: %(default)g)")
+    p.add_argument("--tolerance-s", type=float, default=0.05,
+                   help="slack for gaps and rate windows (default: %(default)g)")
+    p.add_argument("--concurrency-tolerance-s", type=float, default=0.002,
+                   help="slack for overlaps (default: %(default)g)")
     p.add_argument("--key", choices=("domain", "host"), default="domain",
-                   help="politeness key: registered domain (last two labels) or exact host")
-    p.add_argument("--ip-concurrency", type=int, default=4)
-    p.add_argument("--ip-rate", type=float, default=5.0, help="max requests per second per IP")
-    p.add_argument("--trap-fetches-max", type=int)
-    p.add_argument("--duplicate-fetches-max", type=int, default=0)
-    p.add_argument("--coverage-min", type=float)
+                   help="politeness key: registered domain (last two labels) or exact host (default: %(default)s)")
+    p.add_argument("--ip-concurrency", type=int, default=4,
+                   help="max requests in flight per IP (default: %(default)s)")
+    p.add_argument("--ip-rate", type=float, default=5.0, help="max requests per second per IP (default: %(default)g)")
+    p.add_argument("--trap-fetches-max", type=int, help="fail above this many trap URLs fetched per trap host (default: report only)")
+    p.add_argument("--duplicate-fetches-max", type=int, default=0,
+                   help="fail above this many unconditional refetches after a final answer (default: %(default)s)")
+    p.add_argument("--coverage-min", type=float,
+                   help="fail below this share of reachable allowed pages fetched (default: report only)")
     p.add_argument("--no-coverage", action="store_true", help="skip the reachability walk (huge webs)")
     p.add_argument("--only-hosts", help="comma-separated hosts the crawl was bounded to (coverage)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")

@@ -26,23 +26,29 @@ __all__ = ["main", "parser", "render"]
 def parser() -> argparse.ArgumentParser:
     d = SimParams()
     ap = argparse.ArgumentParser(prog="courtly sim", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seed", type=int, default=d.seed)
-    ap.add_argument("--days", type=float, default=d.days)
-    ap.add_argument("--pages", type=int, default=d.pages)
-    ap.add_argument("--hosts", type=int, default=d.hosts)
+    ap.add_argument("--seed", type=int, default=d.seed, help="the model web's seed (default: %(default)s)")
+    ap.add_argument("--days", type=float, default=d.days, help="virtual days to crawl (default: %(default)g)")
+    ap.add_argument("--pages", type=int, default=d.pages, help="pages of the model web (default: %(default)s)")
+    ap.add_argument("--hosts", type=int, default=d.hosts, help="hosts of the model web (default: %(default)s)")
     ap.add_argument("--budget", type=int, default=None, help="fetches per day (default: pages / 2)")
-    ap.add_argument("--intent", choices=("search", "monitor", "archive"), default=d.intent)
+    ap.add_argument("--intent", choices=("search", "monitor", "archive"), default=d.intent,
+                    help="the crawl's intent (default: %(default)s)")
     ap.add_argument("--index", choices=("freshness", "staleness"), default=d.index,
-                    help="courtly's revisit index (staleness = greedy importance x P(changed))")
-    ap.add_argument("--alpha", type=float, default=d.importance_alpha, help="importance power law exponent")
-    ap.add_argument("--failure-rate", type=float, default=d.failure_rate)
-    ap.add_argument("--warmup-days", type=float, default=d.warmup_days)
-    ap.add_argument("--period", type=float, default=d.period_s, help="plan period in seconds")
+                    help="courtly's revisit index (staleness = greedy importance x P(changed); "
+                         "default: %(default)s)")
+    ap.add_argument("--alpha", type=float, default=d.importance_alpha,
+                    help="importance power law exponent (default: %(default)g)")
+    ap.add_argument("--failure-rate", type=float, default=d.failure_rate,
+                    help="share of fetches answered 500/503 (default: %(default)g)")
+    ap.add_argument("--warmup-days", type=float, default=d.warmup_days,
+                    help="days left out of the figures at the start (default: %(default)g)")
+    ap.add_argument("--period", type=float, default=d.period_s,
+                    help="plan period in seconds (default: %(default)g)")
     ap.add_argument("--simulate-references", action="store_true",
                     help="also drive uniform and optimal through the simulated crawl")
     ap.add_argument("--report", action="store_true", help="print the scheduler's per-day, per-tier report")
     ap.add_argument("--check", type=float, default=None, metavar="RATIO",
-                    help="exit 1 if courtly/optimal (weighted freshness) is below RATIO")
+                    help="exit 1 if courtly/optimal (weighted freshness) is below RATIO (default: no check)")
     return ap
 
 
