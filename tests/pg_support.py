@@ -35,6 +35,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -188,6 +189,34 @@ class PgServer:
         return self.dsn_for(name)
 
 
+# Stops the server and removes its folder once the test process is gone, even
+# when it was killed (SIGKILL, a CI timeout) and its finally blocks never ran:
+# an orphaned PostgreSQL would keep its port, memory and folder for good.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+owner, root, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+while True:
+    time.sleep(1.0)
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        break
+    except PermissionError:
+        pass
+subprocess.run(stop, capture_output=True, timeout=60, cwd="/")
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def _watchdog(server: PgServer) -> subprocess.Popen:
+    stop = ["pg_ctl", "-D", str(server.data), "-m", "immediate", "-w", "stop"]
+    if os.geteuid() == 0:
+        stop = ["runuser", "-u", _RUN_AS, "--", *stop]
+    return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(server.root), *stop],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)   # a Ctrl-C of the test run must not end it first
+
+
 @contextlib.contextmanager
 def pg_server() -> Iterator[PgServer]:
     """A running throwaway server; stopped and removed on exit."""
@@ -199,8 +228,10 @@ def pg_server() -> Iterator[PgServer]:
         shutil.chown(root, user=_RUN_AS, group=None)
     os.chmod(root, 0o700)
     server = PgServer(root, _free_port())
+    watchdog = None
     try:
         server.init()
+        watchdog = _watchdog(server)
         server.start()
         yield server
     finally:
@@ -208,6 +239,9 @@ def pg_server() -> Iterator[PgServer]:
             server.stop("fast")
         finally:
             shutil.rmtree(root, ignore_errors=True)
+            if watchdog is not None:
+                watchdog.kill()
+                watchdog.wait()
 
 
 def pg_fixture(scope: str = "session"):
