@@ -64,3 +64,27 @@ def test_a_decision_on_raw_text_is_stored_with_its_octets_escaped(tmp_path):
     rows = list(c.store._db.execute("SELECT url, state, reason FROM urls"))
     c.store.close()
     assert rows == [("https://%FE.example/%FF", "skipped", "malformed")], rows
+
+
+def test_a_retry_after_that_is_not_utf8_is_shown_with_its_octets_escaped(tmp_path):
+    # the back-off reason quotes the header: `courtly report` printed the lone
+    # surrogate and ended with UnicodeEncodeError (the store's JSON escaped it)
+    import io
+
+    from courtly.runtime.report import daily_report
+
+    c, fetcher = _crawler(tmp_path, {}, _config(memory_max=10, key_memory_max=5).replace("crawl", retries_max=0))
+
+    async def fetch(url: str, *, ip: str, headers: dict):
+        await asyncio.sleep(0)
+        if url.endswith("/robots.txt"):
+            return fake_result(url, ip, 404)
+        return fake_result(url, ip, 429, b"", {"retry-after": b"\xff1".decode("utf-8", "surrogateescape")})
+
+    fetcher.fetch = fetch
+    c.add_seeds(["https://a.example/"])
+    asyncio.run(c.run())
+    c.store.close()
+    text = daily_report(tmp_path)
+    print(text, file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))   # strict, as stdout
+    assert "  a.example  429 Retry-After %FF1" in text, text

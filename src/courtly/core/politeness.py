@@ -39,6 +39,8 @@ import datetime
 import email.utils
 from dataclasses import dataclass, field
 
+from courtly.core.urls import escape_raw_octets
+
 __all__ = [
     "PolitenessConfig",
     "AllowEntry",
@@ -234,7 +236,9 @@ class Politeness:
             if until is not None:
                 # honour the server, but never wait more than the back-off cap
                 st.backoff_until = min(until, now + self.config.backoff_s_max)
-            st.backoff_reason = f"{status}" + (f" Retry-After {retry_after}" if retry_after else "")
+            # the header's raw octets as %XX: the reason is stored, printed and served
+            why = escape_raw_octets(retry_after) if retry_after else ""
+            st.backoff_reason = f"{status}" + (f" Retry-After {why}" if why else "")
         else:
             target = max(floor, self.config.response_factor * st.last_response_s)
             w = self.config.smoothing_old
