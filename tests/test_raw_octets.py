@@ -27,6 +27,13 @@ def test_escape_raw_octets_writes_only_the_escaped_octets_as_percent_escapes():
     assert escape_raw_octets("/plain?a=1") == "/plain?a=1"
 
 
+def test_a_robots_sitemap_line_that_is_not_utf8_is_kept_with_its_octets_escaped():
+    # the parsed rules are persisted as JSON (PostgreSQL jsonb refuses a lone surrogate)
+    from courtly.core.robots_txt import parse_robots
+
+    assert parse_robots(ROBOTS).sitemaps == ("https://a.example/site%FFmap.xml",)
+
+
 def test_a_location_and_a_sitemap_line_that_are_not_utf8_are_followed_and_stored(tmp_path):
     web = {"https://a.example/": []}
     c, fetcher = _crawler(tmp_path, web, _config(memory_max=100, key_memory_max=50).replace("crawl", fetch_tasks=1))

@@ -171,6 +171,31 @@ def test_failed_batch_rolls_back_entirely(postgres):
     run(body())
 
 
+def test_robots_and_host_state_from_a_server_that_is_not_utf8_go_into_jsonb(postgres):
+    # a robots.txt Sitemap line and a Retry-After with raw octets (lone surrogates
+    # once decoded): jsonb refused their JSON escapes, and the worker's batch with them
+    from courtly.core.politeness import Politeness, PolitenessConfig
+    from courtly.core.robots import RobotsBook, RobotsFetched
+
+    book, origin = RobotsBook(), "http://a.test"
+    book.fetch_started(origin, 1.0)
+    book.fetch_finished(origin, 1.5, RobotsFetched(200, b"User-agent: *\nSitemap: http://a.test/s\xe5.xml\n", 0))
+    pol = Politeness(PolitenessConfig())
+    pol.finished("a.test", 2.0, response_s=0.1, status=429, retry_after=b"\xff".decode("utf-8", "surrogateescape"))
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        await s.apply(Batch(robots={origin: book.snapshot(origin)}, hosts={"a.test": pol.key("a.test").snapshot()}),
+                      partition_epochs=await _hold_all(s))
+        robots, hosts = await s.robots(), await s.hosts()
+        await s.close()
+        assert robots[origin]["good"]["sitemaps"] == ["http://a.test/s%E5.xml"]
+        assert hosts["a.test"]["backoff_reason"] == "429 Retry-After %FF"
+
+    run(body())
+
+
 # ---- fencing ----------------------------------------------------------------------------------
 
 def test_writes_with_a_stale_epoch_are_refused_whole(postgres):

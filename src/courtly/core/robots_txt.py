@@ -32,7 +32,8 @@ case-insensitive, with a few common misspellings accepted (``useragent``,
 ``disalow``...). A run of user-agent lines starts a group
 (blank lines, comments, sitemap and unknown lines do not end the run; an
 allow, disallow or crawl-delay line does). Rules before the first user-agent
-are ignored. ``Sitemap`` is global. ``Crawl-delay`` (non-standard) is read per
+are ignored. ``Sitemap`` is global; a value that is not UTF-8 keeps its raw
+octets as ``%XX``. ``Crawl-delay`` (non-standard) is read per
 group as a float; invalid, negative or non-finite values are ignored.
 
 Matching (`RobotsRules.allowed`)
@@ -62,6 +63,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from courtly.core.urls import escape_raw_octets
 
 __all__ = [
     "PARSE_BYTES_MAX", "REDIRECTS_MAX", "CACHE_S_MAX", "SITEMAPS_MAX", "RobotsRule", "RobotsGroup",
@@ -333,8 +336,11 @@ def parse_robots(body: bytes) -> RobotsRules:
                 pattern = _pattern_of(kind == "allow", value)
                 if pattern is not None:
                     groups[-1][1].append(RobotsRule(kind == "allow", _normalize(pattern, pattern=True)))
-        elif kind == "sitemap" and value and value not in sitemaps and len(sitemaps) < SITEMAPS_MAX:
-            sitemaps.append(value)
+        elif kind == "sitemap" and value and len(sitemaps) < SITEMAPS_MAX:
+            # raw octets as %XX: the rules are persisted (as JSON: PostgreSQL's jsonb refuses a lone surrogate)
+            value = escape_raw_octets(value)
+            if value not in sitemaps:
+                sitemaps.append(value)
     return RobotsRules(
         tuple(
             RobotsGroup(tuple(dict.fromkeys(a)), tuple(dict.fromkeys(r)), max(d) if d else None)
