@@ -95,3 +95,31 @@ def test_a_retry_after_that_is_not_utf8_is_shown_with_its_octets_escaped(tmp_pat
     text = daily_report(tmp_path)
     print(text, file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))   # strict, as stdout
     assert "  a.example  429 Retry-After %FF1" in text, text
+
+
+def test_a_sitemap_that_declares_an_unknown_encoding_is_read_as_no_sitemap(tmp_path):
+    # expat asks Python's codecs for an encoding it does not know: LookupError, not a
+    # ParseError, went through parse_sitemap and ended the whole crawl
+    web = {"https://a.example/": []}
+    c, fetcher = _crawler(tmp_path, web, _config(memory_max=100, key_memory_max=50))
+    robots = b"User-agent: *\nAllow: /\nSitemap: https://a.example/s1.xml\nSitemap: https://a.example/s2.xml\n"
+    sitemap = b"<?xml version='1.0' encoding='%s'?><urlset><url><loc>https://a.example/p</loc></url></urlset>"
+
+    async def fetch(url: str, *, ip: str, headers: dict):
+        await asyncio.sleep(0)
+        path = "/" + url.split("/", 3)[3]
+        if path == "/robots.txt":
+            return fake_result(url, ip, 200, robots, {"content-type": "text/plain"})
+        if path in ("/s1.xml", "/s2.xml"):
+            body = sitemap % (b"x-bogus" if path == "/s1.xml" else b"hex")   # unknown; not a text encoding
+            return fake_result(url, ip, 200, body, {"content-type": "application/xml"})
+        return fake_result(url, ip, 200, PAGE)
+
+    fetcher.fetch = fetch
+    c.add_seeds(["https://a.example/"])
+    asyncio.run(c.run())
+    states = dict(c.store._db.execute("SELECT url, state FROM urls"))
+    c.store.close()
+    assert c._fatal is None, repr(c._fatal)   # what the command raises at the end of run()
+    assert states["https://a.example/s1.xml"] == states["https://a.example/s2.xml"] == "fetched"
+    assert "https://a.example/p" not in states

@@ -226,3 +226,12 @@ def test_stale_future_and_unknown_hints_do_nothing():
     assert raise_priority(s, Hint(u, 999.0), 5000.0) is False          # older than our copy
     assert raise_priority(s, Hint(u, 10 ** 9, ""), 5000.0) is False    # from the future
     assert raise_priority(s, Hint("https://a.example/other", 4000.0), 5000.0) is False
+
+
+def test_an_xml_declaration_of_an_encoding_python_lacks_is_invalid_not_raised():
+    # expat asks Python's codecs for an encoding it does not know itself: LookupError,
+    # which went through parse_sitemap and parse_feed ("never raises") and ended the crawl
+    for enc in (b"x-bogus", b"hex", b"rot13", b"mbcs"):
+        body = b"<?xml version='1.0' encoding='" + enc + b"'?><urlset><url><loc>http://a.test/</loc></url></urlset>"
+        assert parse_sitemap(body).kind == "invalid"
+        assert parse_feed(body).kind == "invalid"

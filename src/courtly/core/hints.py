@@ -194,6 +194,8 @@ def _events(body: bytes, bytes_max: int):
         yield from parser.read_events()
     except SyntaxError as exc:  # ParseError
         raise HintError(f"XML: {exc}") from None
+    except LookupError as exc:  # an encoding="..." that Python's codecs do not have as text
+        raise HintError(f"XML: {exc}") from None
 
 
 def parse_sitemap(body: bytes, *, bytes_max: int = BYTES_MAX, entries_max: int = ENTRIES_MAX) -> Sitemap:
