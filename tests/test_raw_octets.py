@@ -123,3 +123,32 @@ def test_a_sitemap_that_declares_an_unknown_encoding_is_read_as_no_sitemap(tmp_p
     assert c._fatal is None, repr(c._fatal)   # what the command raises at the end of run()
     assert states["https://a.example/s1.xml"] == states["https://a.example/s2.xml"] == "fetched"
     assert "https://a.example/p" not in states
+
+
+def test_a_robots_redirect_that_is_not_utf8_is_followed_and_a_long_retry_after_is_cut(tmp_path):
+    # robots.txt's Location gets the %XX of a page's; the back-off reason, written
+    # per key at every commit, quotes at most RETRY_AFTER_QUOTED_MAX characters
+    from courtly.core.politeness import RETRY_AFTER_QUOTED_MAX
+
+    web = {"https://a.example/": []}
+    c, fetcher = _crawler(tmp_path, web, _config(memory_max=10, key_memory_max=5).replace("crawl", retries_max=0))
+    asked: list[str] = []
+    huge = "9" * 70_000
+
+    async def fetch(url: str, *, ip: str, headers: dict):
+        await asyncio.sleep(0)
+        asked.append(url)
+        path = "/" + url.split("/", 3)[3]
+        if path == "/robots.txt":
+            return fake_result(url, ip, 301, b"", {"location": b"/r\xffobots.txt".decode("utf-8", "surrogateescape")})
+        if path == "/r%FFobots.txt":
+            return fake_result(url, ip, 200, b"User-agent: *\nDisallow: /\n", {"content-type": "text/plain"})
+        return fake_result(url, ip, 429, b"", {"retry-after": huge})
+
+    fetcher.fetch = fetch
+    c.add_seeds(["https://a.example/"])
+    asyncio.run(c.run())
+    c.store.close()
+    assert asked == ["https://a.example/robots.txt", "https://a.example/r%FFobots.txt"]   # followed; the file disallows /
+    c.politeness.finished("a.example", T0, response_s=0.01, status=429, retry_after=huge)
+    assert len(c.politeness.key("a.example").backoff_reason) == len("429 Retry-After ") + RETRY_AFTER_QUOTED_MAX

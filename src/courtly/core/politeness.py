@@ -83,6 +83,9 @@ class AllowEntry:
     ip_rate: float | None = None
 
 
+RETRY_AFTER_QUOTED_MAX = 64   # characters of a Retry-After value kept in the back-off reason
+
+
 def parse_retry_after(value: str | None, now: float) -> float | None:
     """Retry-After as an absolute instant, or None if absent or unparseable.
 
@@ -237,7 +240,8 @@ class Politeness:
                 # honour the server, but never wait more than the back-off cap
                 st.backoff_until = min(until, now + self.config.backoff_s_max)
             # the header's raw octets as %XX: the reason is stored, printed and served
-            why = escape_raw_octets(retry_after) if retry_after else ""
+            # (and written per key at every commit: a hostile 64 KiB header is cut)
+            why = escape_raw_octets(retry_after[:RETRY_AFTER_QUOTED_MAX]) if retry_after else ""
             st.backoff_reason = f"{status}" + (f" Retry-After {why}" if why else "")
         else:
             target = max(floor, self.config.response_factor * st.last_response_s)

@@ -15,7 +15,7 @@ from courtly.core.frontier import Lease
 from courtly.core.hints import sitemap_locations
 from courtly.core.robots import REDIRECTS_MAX, RobotsFailed, RobotsFetched
 from courtly.core.types import Reason
-from courtly.core.urls import UrlError, normalize_url, politeness_key, resolve_url, split_origin
+from courtly.core.urls import UrlError, escape_raw_octets, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.takedown import PurgedNow
 
 __all__ = ["LeaseRequests", "SITEMAPS_PER_ORIGIN_MAX", "path_of"]
@@ -161,7 +161,9 @@ class LeaseRequests:
                     outcome = RobotsFailed("too_many_redirects")
                     break
                 try:
-                    url = normalize_url(resolve_url(url, result.headers["location"]), self.rules)
+                    # a Location that is not UTF-8: its octets as %XX, as for a page's redirect
+                    location = escape_raw_octets(result.headers["location"])
+                    url = normalize_url(resolve_url(url, location), self.rules)
                 except UrlError:
                     outcome = RobotsFetched(404, b"", hops)  # unusable redirect: unavailable
             elif 200 <= result.status < 300 and result.truncated in ("time", "disconnect"):
