@@ -49,7 +49,9 @@ and tests/core/test_urlfast.py holds the two to the same answers.
 3986 section 5.2 with only the whitespace and backslash leniency of step 1.
 
 Politeness keys (`registered_domain`, `politeness_key`, `partition_of`) live
-in `courtly.core.sitekey` and are re-exported here.
+in `courtly.core.sitekey`, and the origin read off a normalised URL
+(`origin_of_normalized` and friends) in `courtly.core.origin`; both are
+re-exported here.
 
 Pure: no clock, no I/O.
 """
@@ -62,6 +64,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from courtly.core.origin import host_of_normalized, origin_of_normalized, origin_text_of_normalized
 from courtly.core.sitekey import partition_of, politeness_key, registered_domain
 from courtly.core.types import Origin, Reason
 from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORTS
@@ -83,6 +86,8 @@ __all__ = [
     "remove_dot_segments",
     "split_origin",
     "host_of_normalized",
+    "origin_of_normalized",
+    "origin_text_of_normalized",
     "registered_domain",
     "politeness_key",
     "partition_of",
@@ -565,37 +570,6 @@ def _merge(base_auth: str | None, base_path: str, ref_path: str) -> str:
     if base_auth is not None and base_path == "":
         return "/" + ref_path
     return base_path[: base_path.rfind("/") + 1] + ref_path
-
-
-def host_of_normalized(url: str) -> str:
-    """`split_origin(url).host` for a URL that `normalize_url` returned."""
-    return origin_of_normalized(url).host
-
-
-@functools.lru_cache(maxsize=4096)
-def _origin_of(scheme: str, hostport: str) -> Origin:
-    if hostport.startswith("["):
-        close = hostport.index("]")
-        host, rest = hostport[1:close], hostport[close + 1:]
-    else:
-        host, _, port = hostport.partition(":")
-        rest = ":" + port if port else ""
-    return Origin(scheme, host, int(rest[1:]) if rest else _DEFAULT_PORTS[scheme])
-
-
-def origin_of_normalized(url: str) -> Origin:
-    """`split_origin(url)` for a URL that `normalize_url` returned (its form
-    is fixed: ``scheme://host[:port]/...``, an IPv6 host in brackets), read
-    off the string without parsing it again. Other URLs: use split_origin."""
-    start = url.index("://")
-    end = url.find("/", start + 3)
-    return _origin_of(url[:start], url[start + 3:end] if end >= 0 else url[start + 3:])
-
-
-def origin_text_of_normalized(url: str) -> str:
-    """`str(split_origin(url))` for a URL that `normalize_url` returned: its
-    ``scheme://host[:port]``, which is how it is written there."""
-    return url[: url.index("/", url.index("://") + 3)]
 
 
 def split_origin(url: str) -> Origin:
