@@ -175,9 +175,6 @@ class FetchSection:
             raise ConfigError("fetch.redirects_max must be in 0..20")
 
 
-_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-")
-
-
 @dataclass(frozen=True, slots=True)
 class RobotsSection:
     token: str = "courtly"             # product token matched in robots.txt
@@ -195,7 +192,9 @@ class RobotsSection:
             raise ConfigError("robots.retry_s_max must be >= robots.retry_s_min")
         # RFC 9309 2.2.1: letters, "_" and "-" only. A digit would be cut off
         # when matching (token "bot2" would obey the group of "bot")
-        if not self.token or not all(c in _TOKEN_CHARS for c in self.token):
+        from courtly.core.robots_txt import is_product_token
+
+        if not is_product_token(self.token):
             raise ConfigError("robots.token must be a product token ([A-Za-z_-]+)")
 
 

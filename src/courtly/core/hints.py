@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from typing import Iterable
 from xml.etree.ElementTree import XMLPullParser
 
-from courtly.core.urls import escape_raw_octets
-
 __all__ = [
     "HintError", "SitemapEntry", "Sitemap", "FeedEntry", "Feed", "Hint", "inflate", "parse_w3c_datetime",
     "parse_sitemap", "parse_feed", "hints_from", "sitemap_locations", "is_newer", "raise_priority",
@@ -296,7 +294,7 @@ def sitemap_locations(lines: Iterable[str], limit: int = 100) -> list[str]:
     """robots.txt Sitemap values: absolute http(s) URLs, first occurrence, at most `limit`."""
     out: dict[str, None] = {}
     for line in lines:
-        u = _url(escape_raw_octets(line))   # a robots.txt that is not UTF-8 keeps its raw octets
+        u = _url(line)
         if u is not None:
             out.setdefault(u)
             if len(out) >= limit:
