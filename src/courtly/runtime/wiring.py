@@ -99,7 +99,12 @@ def same_politeness_key(store: SqliteStore, cfg: Config, out: Path) -> None:
 
 
 def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
-    """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON)."""
+    """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON).
+    Also checks the coverage canaries file, so a bad one stops nothing mid-way."""
+    if cfg.coverage.canaries_file:
+        from courtly.runtime.health import read_canaries
+
+        read_canaries(cfg.coverage.canaries_file)
     pins: dict[str, list[str]] = {}
     if cfg.network.hosts_file:
         p = Path(cfg.network.hosts_file)
