@@ -129,6 +129,8 @@ METRICS: tuple[MetricDef, ...] = (
        "abuse_complaints_open"),
     _m("parser_restarts_total", "counter", "Link extraction workers lost (killed, crashed, over a limit) "
        "and replaced.", (), "parser_restarts"),
+    _m("worker_partitions_held", "gauge", "Partitions this distributed worker holds a lease on and fetches "
+       "for (absent on a single machine).", (), "worker_partitions_held"),
 )
 
 
