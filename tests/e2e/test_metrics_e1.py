@@ -18,6 +18,8 @@ from crawl_support import courtly_cmd, crawl_args, write_config
 from metrics_support import E1, FAILURE_TABLE, read_file, status_url, wait_for_all
 from pg_support import pg_fixture
 
+pytestmark = pytest.mark.slow
+
 postgres = pg_fixture(scope="module")
 
 SIM_ARGS = ["--profile", "demo", "--hosts", "12", "--pages-per-host", "30", "--seed", "12"]
@@ -59,7 +61,6 @@ def test_a_single_machine_crawl_exposes_every_e1_metric(simweb_factory, tmp_path
         _stop(proc)
 
 
-@pytest.mark.slow
 def test_a_distributed_worker_exposes_every_e1_metric(postgres, simweb_factory, tmp_path):
     from dist_support import Cluster, write_dist_config
 
