@@ -157,3 +157,16 @@ def test_every_new_figure_becomes_a_prometheus_family(tmp_path):
                  'courtly_parser_restarts_total 0.0', 'courtly_host_new_url_rate{key="a.example"}'):
         assert line in text, line
     assert "courtly_frontier_disk_used_pct " in text
+
+
+def test_host_dup_ratio_is_the_trap_guards_near_dup_window_for_keys_with_enough_pages(tmp_path):
+    c = _crawler(tmp_path)
+    obs = _observer(c)
+    traps = c.budget.traps
+    for i in range(health.DUP_PAGES_MIN):
+        traps.note_fetch("shop.example", f"https://shop.example/item?id={i}", i % 5 != 0, T0)   # 4 in 5 near-dups
+    for i in range(health.DUP_PAGES_MIN - 1):
+        traps.note_fetch("small.example", f"https://small.example/{i}", True, T0)            # too few pages
+    assert obs.snapshot(T0)["host_dup_ratio"] == {"shop.example": pytest.approx(0.8)}
+    c2 = _crawler(tmp_path / "off", Config().replace("budget", enabled=False))
+    assert _observer(c2).snapshot(T0)["host_dup_ratio"] == {}             # no budget defence, no judgement
