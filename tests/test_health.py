@@ -55,6 +55,9 @@ def test_coverage_sample_counts_queued_urls_and_their_fetches(tmp_path):
     assert snap["coverage_sample"]["urls"] == {"fetched": 1, "unfetched": 2}
     assert snap["coverage_sample"]["age_s"]["waiting"]["0.9"] == pytest.approx(30.0)
     assert snap["freshness_age_s"]["sample"]["0.5"] == pytest.approx(30.0)     # fetched at T0
+    obs.on_parsed(sampled[0], T0 + 10)                      # the crawler's hook after extraction
+    c.clock.t = T0 + 40
+    assert obs.snapshot(T0 + 40)["coverage_sample"]["age_s"]["parsed"] == {"0.5": 30.0, "0.9": 30.0}
 
 
 def test_canaries_file_is_the_sample_and_a_bad_one_is_a_one_line_error(tmp_path):

@@ -78,3 +78,14 @@ def test_canaries_are_the_whole_sample_even_before_the_crawl_finds_them():
 def test_size_zero_samples_nothing():
     s = _sample(URLS, size=0)
     assert len(s) == 0 and s.figures(1.0).hit_ratio == 0.0
+
+
+def test_parse_age_counts_sampled_urls_fetched_then_parsed():
+    s = _sample(URLS, size=10)
+    sampled = [u for u in URLS if u in s]
+    s.note_parsed(sampled[0], 1.0)                 # not fetched yet: not a parse of a fetched page
+    s.note_fetched(sampled[0], 100.0)
+    s.note_fetched(sampled[1], 100.0)
+    s.note_parsed(sampled[0], 110.0)
+    f = s.figures(200.0)
+    assert f.parse_ages_s == (90.0,) and f.fetch_ages_s == (100.0, 100.0)

@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slow
 postgres = pg_fixture(scope="module")
 
 SIM_ARGS = ["--profile", "demo", "--hosts", "12", "--pages-per-host", "30", "--seed", "12"]
+# the coverage sample's ages by stage (the seeds' E.4), fed by the crawler's hooks
+STAGES = {f"coverage age {stage}": ("courtly_coverage_sample_age_seconds", {"stage": stage})
+          for stage in ("fetched", "parsed")}
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -54,7 +57,7 @@ def test_a_single_machine_crawl_exposes_every_e1_metric(simweb_factory, tmp_path
     try:
         alive = lambda: proc.poll() is None   # noqa: E731
         url = status_url(read_file(log), alive)
-        fams = wait_for_all(url, {**E1, **FAILURE_TABLE}, alive)
+        fams = wait_for_all(url, {**E1, **FAILURE_TABLE, **STAGES}, alive)
         _check_sensible(fams)
         assert "courtly_worker_partitions_held" not in fams            # a worker's only
     finally:
@@ -72,7 +75,7 @@ def test_a_distributed_worker_exposes_every_e1_metric(postgres, simweb_factory, 
     try:
         alive = lambda: proc.poll() is None   # noqa: E731
         url = status_url(read_file(tmp_path / "w1.log"), alive)
-        fams = wait_for_all(url, {**E1, **FAILURE_TABLE, "leases": ("courtly_worker_partitions_held", {})},
+        fams = wait_for_all(url, {**E1, **FAILURE_TABLE, **STAGES, "leases": ("courtly_worker_partitions_held", {})},
                             alive)
         _check_sensible(fams)
     finally:

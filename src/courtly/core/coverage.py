@@ -1,10 +1,11 @@
 """The coverage sample: a fixed, deterministic sample of the URLs a crawl means to fetch.
 
 What it owns: which URLs are in the sample and, for each, when it was first
-known (queued) and last fetched. From that come the seeds' outcome metric
+known (queued), last fetched and last parsed (links extracted). From that come the seeds' outcome metric
 `coverage_sample_hit_ratio` (the share of sampled URLs fetched) and the age of
-each stage: how long unfetched sample URLs have waited since they were
-known, and how old the last fetch of fetched ones is.
+each stage (the seeds' E.4): how long unfetched sample URLs have waited
+since they were known, how old the last fetch of fetched ones is, and how
+old the last parse of parsed ones.
 
 How it works: two ways to choose the sample.
 
@@ -43,6 +44,7 @@ class CoverageFigures:
     fetched: int                       # of which fetched at least once
     waiting_ages_s: tuple[float, ...]  # unfetched: time since first known, ascending
     fetch_ages_s: tuple[float, ...]    # fetched: time since the last fetch, ascending
+    parse_ages_s: tuple[float, ...] = ()  # parsed: time since the last parse, ascending
 
     @property
     def hit_ratio(self) -> float:
@@ -58,6 +60,7 @@ class CoverageSample:
         self.size = len(fixed) if fixed else size
         self._known_at: dict[str, float | None] = {u: None for u in fixed}
         self._fetched_at: dict[str, float] = {}
+        self._parsed_at: dict[str, float] = {}
         self._heap: list[tuple[int, str]] = []    # (-hash, url): the largest hash on top
 
     def __len__(self) -> int:
@@ -82,6 +85,7 @@ class CoverageSample:
             _, out = heapq.heapreplace(self._heap, (-h, url))
             del known[out]
             self._fetched_at.pop(out, None)
+            self._parsed_at.pop(out, None)
         else:
             return
         known[url] = now
@@ -93,8 +97,14 @@ class CoverageSample:
             if self._known_at[url] is None:
                 self._known_at[url] = now
 
+    def note_parsed(self, url: str, now: float) -> None:
+        """`url`'s page was parsed (its links and text extracted)."""
+        if url in self._fetched_at:
+            self._parsed_at[url] = now
+
     def figures(self, now: float) -> CoverageFigures:
         fetched = self._fetched_at
         waiting = sorted(now - at for u, at in self._known_at.items() if u not in fetched and at is not None)
         ages = sorted(now - at for at in fetched.values())
-        return CoverageFigures(len(self._known_at), len(fetched), tuple(waiting), tuple(ages))
+        parsed = sorted(now - at for at in self._parsed_at.values())
+        return CoverageFigures(len(self._known_at), len(fetched), tuple(waiting), tuple(ages), tuple(parsed))

@@ -132,6 +132,9 @@ class HealthWatch:
         else:
             buckets.append([minute, 1])
 
+    def parsed(self, url: str, now: float) -> None:
+        self.sample.note_parsed(url, now)
+
     def response(self, result, now: float) -> None:
         self._body.add(float(len(getattr(result, "body", b"") or b"")))
         if getattr(result, "status", 0):
@@ -145,7 +148,8 @@ class HealthWatch:
             "coverage_sample": {
                 "hit_ratio": cov.hit_ratio,
                 "urls": {"fetched": cov.fetched, "unfetched": cov.sampled - cov.fetched},
-                "age_s": {"waiting": _quantiles(cov.waiting_ages_s), "fetched": _quantiles(cov.fetch_ages_s)},
+                "age_s": {"waiting": _quantiles(cov.waiting_ages_s), "fetched": _quantiles(cov.fetch_ages_s),
+                          "parsed": _quantiles(cov.parse_ages_s)},
             },
             "budget_denied": self._budget_denied(by_reason),
             "http_status_ratio": self._status_ratio(),

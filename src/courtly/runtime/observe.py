@@ -209,6 +209,9 @@ class CrawlObserver:
     def on_admitted(self, key: str, now: float) -> None:
         self.health.admitted(key, now)
 
+    def on_parsed(self, url: str, now: float) -> None:
+        self.health.parsed(url, now)
+
     def _note_decision(self, url: str, key: str, reason, detail: str, at: float) -> None:
         reason = str(reason)
         self._by_reason[reason] += 1

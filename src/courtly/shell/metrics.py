@@ -109,7 +109,8 @@ METRICS: tuple[MetricDef, ...] = (
     _m("coverage_sample_urls", "gauge", "URLs in the coverage sample, by state (fetched, unfetched).",
        ("state",), "coverage_sample.urls"),
     _m("coverage_sample_age_seconds", "gauge", "Coverage sample age by stage: waiting = time since an "
-       "unfetched URL was queued, fetched = time since the last fetch; p50/p90.", ("stage", "quantile"),
+       "unfetched URL was queued, fetched = since the last fetch, parsed = since the last parse; p50/p90.",
+       ("stage", "quantile"),
        "coverage_sample.age_s"),
     _m("budget_denied_total", "counter", "Fetches a budget refused, by tier: recrawls the daily budget deferred "
        "(recrawl tier) and new URLs refused by a budget (tier=discovery).", ("tier",), "budget_denied"),
