@@ -18,6 +18,10 @@ hooks (`crawler.observers`; attach before `run()`, e.g. from
   histogram, each key's IP and origins and each IP's request starts (for
   `ip_request_rate_max`). So the robots.txt counts and the IP column cover
   the origins and keys this process has asked for.
+- `on_queued`, `on_admitted`, `on_parsed`: forwarded with `on_response`
+  to `HealthWatch` (runtime/health.py), which keeps the coverage sample,
+  the per-key new-URL rate and the histograms of body size and takedown
+  propagation: the seeds' E.1 figures the crawler does not count itself.
 
 Cost: counters are read exactly on every call. Aggregates over every key
 (delay quantiles, back-off and robots counts, host states, the host table's
