@@ -11,6 +11,7 @@
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
+    courtly alerts                the Prometheus alerting rules for courtly's metrics
     courtly simweb ...            serve the simulated web (see --help)
     courtly sim ...               the recrawl scheduler against a model web, in virtual time
 
@@ -159,6 +160,9 @@ def _distributed_commands(sub, logs) -> None:
     w.add_argument("--quiet", action="store_true", help="only the start and end lines")
     w.add_argument("--exit-when-done", action="store_true",
                    help="stop once no URL is queued any more (default: run until SIGTERM)")
+    w.add_argument("--status", metavar="HOST:PORT",
+                   help="serve this worker's metrics (/metrics) and status page, e.g. 127.0.0.1:8089 "
+                        "(default: none; HOST defaults to 127.0.0.1)")
     s = sub.add_parser("submit", help="create a distributed crawl in PostgreSQL and add seed URLs")
     s.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     s.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
@@ -170,6 +174,8 @@ def _distributed_commands(sub, logs) -> None:
     st = sub.add_parser("status", help="workers, partitions per owner, leases and queues of a distributed crawl")
     st.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
     st.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sub.add_parser("alerts", help="print the Prometheus alerting rules for courtly's metrics "
+                                  "(docs/observability.md; load with rule_files)")
 
 
 def run() -> NoReturn:
@@ -245,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_submit(args)
         if args.command == "status":
             return _cmd_status(args)
+        if args.command == "alerts":
+            from importlib import resources
+
+            sys.stdout.write(resources.files("courtly.shell").joinpath("alerts.yml").read_text(encoding="utf-8"))
+            return 0
         if args.command == "report":
             from courtly.runtime.report import daily_report
 
@@ -392,12 +403,6 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
             raise UsageError(f"no seeds: {args.seeds_file} holds no URL (one per line; # starts a comment)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
-    if status is not None:
-        from courtly.runtime.wiring import port_problem
-
-        problem = port_problem(*status)
-        if problem:
-            raise UsageError(problem)
     with crawl_folder(out):
         for w in cfg.warnings():
             _say(w, "warning")
@@ -432,11 +437,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     worker_id = args.worker_id or new_worker_id()
     if not all(c.isalnum() or c in "._-" for c in worker_id):
         raise UsageError(f"--worker-id may hold letters, digits, '.', '_' and '-' only: {worker_id!r}")
+    status = _parse_status(args.status)
     for w in cfg.warnings():
         _say(w, "warning")
     _say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}, WARC to {args.out})")
     worker, stats = run_async(run_worker(cfg, args.db, args.out, worker_id=worker_id,
-                                         exit_when_done=args.exit_when_done, spool=args.spool))
+                                         exit_when_done=args.exit_when_done, spool=args.spool, status=status))
     elapsed = max(1e-9, time.time() - stats.started_at)
     w = worker.wstats
     _say(f"worker {worker_id}: {stats.fetched} pages in {elapsed:.1f} s ({stats.fetched / elapsed:.1f}/s), "
@@ -470,14 +476,19 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _parse_status(value: str | None) -> tuple[str, int] | None:
+    """--status HOST:PORT, checked to be free before anything starts."""
     if not value:
         return None
-    from courtly.runtime.wiring import UsageError
+    from courtly.runtime.wiring import UsageError, port_problem
 
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise UsageError(f"--status wants HOST:PORT, not {value!r}")
-    return (host.strip("[]") or "127.0.0.1", int(port))
+    status = (host.strip("[]") or "127.0.0.1", int(port))
+    problem = port_problem(*status)
+    if problem:
+        raise UsageError(problem)
+    return status
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

@@ -375,6 +375,17 @@ class DistributedSection:
 
 
 @dataclass(frozen=True, slots=True)
+class CoverageSection:
+    """The coverage sample behind courtly_coverage_sample_hit_ratio (docs/observability.md)."""
+
+    sample_size: int = 1000            # URLs sampled by hash among those queued (0: none)
+    canaries_file: str = ""            # one URL a line: sample exactly these instead (the seeds' canaries)
+
+    def __post_init__(self) -> None:
+        _non_negative("coverage.sample_size", self.sample_size)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     crawl: CrawlSection = field(default_factory=CrawlSection)
     politeness: PolitenessSection = field(default_factory=PolitenessSection)
@@ -390,6 +401,7 @@ class Config:
     store: StoreSection = field(default_factory=StoreSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
+    coverage: CoverageSection = field(default_factory=CoverageSection)
 
     def replace(self, section: str, **changes: Any) -> "Config":
         """A copy with some fields of one section changed (CLI overrides)."""

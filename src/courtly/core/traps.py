@@ -213,6 +213,13 @@ class TrapGuard:
         self._check_rate(key, host, now)
         self._check_template(key, host, template, stats, now)
 
+    def near_dup_shares(self, pages_min: int) -> list[tuple[str, float]]:
+        """(key, near-duplicate share of its last `near_dup_window` judged
+        pages) for keys with at least `pages_min` pages in that window: the
+        figure the near-duplicate rule compares with `near_dup_ratio_max`."""
+        return [(k, h.dup_count / len(h.dup_window)) for k, h in self._hosts.items()
+                if len(h.dup_window) >= max(1, pages_min)]
+
     def suspects(self) -> list[Suspect]:
         """Open suspicions, oldest first (the review queue)."""
         out = [s for host in self._hosts.values() for s in host.open.values()]

@@ -135,6 +135,8 @@ class Admission:
             band = max(band, verdict.band)   # a trap suspect's URLs go to the lowest band
         item = UrlItem(url=url, key=key, band=band, depth=depth, via=via_s, redirects=redirects)
         c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
+        for o in c.observers:
+            o.on_admitted(key, now)
         return self.enqueue(item, now)
 
     def admit_many(self, urls: Iterable[str], *, via: str, band: int, depth: int, now: float) -> int:

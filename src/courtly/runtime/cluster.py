@@ -20,12 +20,13 @@ import os
 import socket
 import time
 from collections import Counter
+from pathlib import Path
 
 from courtly.config import Config
 from courtly.core.urls import UrlError, normalize_url, politeness_key, split_origin
 from courtly.ports import Batch
 from courtly.runtime.crawler import SEED_BAND
-from courtly.runtime.wiring import build_network, stop_on_signals, warcinfo
+from courtly.runtime.wiring import build_network, start_servers, status_server, stop_on_signals, warcinfo
 from courtly.runtime.worker import Worker
 from courtly.shell.blob import open_warc_output
 from courtly.shell.clock import SystemClock
@@ -93,7 +94,8 @@ def _first_line(e: BaseException) -> str:
 
 async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None = None,
                      exit_when_done: bool = False, spool: str | None = None,
-                     install_signals: bool = True, on_start=None):
+                     install_signals: bool = True, on_start=None, status: tuple[str, int] | None = None):
+    """`status`: serve /metrics and the status page on (host, port), as `courtly crawl --status`."""
     worker_id = worker_id or new_worker_id()
     store = await open_store(dsn, pool_max=cfg.distributed.pool_max)
     mode = await store.get_meta("politeness_key")
@@ -103,6 +105,7 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                            f"crawl.politeness_key = '{cfg.crawl.politeness_key}'")
     resolver, fetcher, extractor = build_network(cfg, send_gate=True)
     warc = None
+    servers: list = []
     try:
         warc = open_warc_output(out, worker_id, prefix=cfg.warc.prefix, spool=spool,
                                 file_bytes_max=cfg.warc.file_bytes_max, warcinfo=warcinfo(cfg),
@@ -116,11 +119,17 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                 raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
             if on_start is not None:
                 on_start(worker)
+            if status is not None:
+                local = None if "://" in out else Path(out)
+                servers.append(status_server(worker, status, out=local))
+                await start_servers(servers)()
             stats = await worker.run()
             if worker._fatal is not None:
                 raise worker._fatal
             return worker, stats
     finally:
+        for server in servers:
+            await server.stop()
         await fetcher.close()
         await extractor.close()
         if warc is not None:

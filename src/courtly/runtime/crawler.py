@@ -368,6 +368,8 @@ class Crawler(LeaseRequests):
     def _queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
         """Queue `item`. `stored`: it is a queued record in the store or the
         current batch, so it may wait there when memory is full (runtime/overflow)."""
+        for o in self.observers:
+            o.on_queued(item.url, now)
         if stored and self.overflow.keep_out(item):
             self._wake.set()
             return True

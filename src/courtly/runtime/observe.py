@@ -18,6 +18,10 @@ hooks (`crawler.observers`; attach before `run()`, e.g. from
   histogram, each key's IP and origins and each IP's request starts (for
   `ip_request_rate_max`). So the robots.txt counts and the IP column cover
   the origins and keys this process has asked for.
+- `on_queued`, `on_admitted`, `on_parsed`: forwarded with `on_response`
+  to `HealthWatch` (runtime/health.py), which keeps the coverage sample,
+  the per-key new-URL rate and the histograms of body size and takedown
+  propagation: the seeds' E.1 figures the crawler does not count itself.
 
 Cost: counters are read exactly on every call. Aggregates over every key
 (delay quantiles, back-off and robots counts, host states, the host table's
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from courtly.core.urls import politeness_key, split_origin
+from courtly.runtime.health import HealthWatch
 
 __all__ = ["CrawlObserver", "page_rows", "select_keys", "LATENCY_BUCKETS_S"]
 
@@ -148,7 +153,9 @@ class CrawlObserver:
     def __init__(self, crawler, *, decisions_max: int = DECISIONS_MAX, ip_window_s: float = IP_WINDOW_S,
                  out: Path | None = None) -> None:
         self._c = crawler
-        self._out = Path(out) if out is not None else Path(crawler.store.path).parent
+        store_path = getattr(crawler.store, "path", None)
+        # the crawl folder (a worker's local WARC folder: its store is PostgreSQL)
+        self._out = Path(out) if out is not None else Path(store_path).parent if store_path else None
         self._key_mode = crawler.cfg.crawl.politeness_key
         self._recent: deque[dict] = deque(maxlen=decisions_max)
         self._by_reason: Counter[str] = Counter()
@@ -160,6 +167,7 @@ class CrawlObserver:
         self._ip_window_s = ip_window_s
         self._closed = False
         self._memo = _Memo(crawler.clock.now)
+        self.health = HealthWatch(crawler, out=self._out)
         for d in list(crawler.batch.decisions):   # (url, key, via, at, state, reason, detail, depth)
             self._note_decision(d[0], d[1], d[5], d[6], d[3])
         crawler.observers.append(self)
@@ -171,6 +179,13 @@ class CrawlObserver:
             return {}
         return {str(tier): {"0.5": p50, "0.9": p90}
                 for tier, (p50, p90) in enumerate(recrawl.scheduler.age_quantiles(now)) if p50 is not None}
+
+    def _freshness_with_sample(self, now: float) -> dict:
+        out = self._freshness(now)
+        sample = self.health.sample_freshness(now)
+        if sample:
+            out["sample"] = sample
+        return out
 
     def close(self) -> None:
         """Stop observing."""
@@ -190,6 +205,16 @@ class CrawlObserver:
 
     def on_response(self, result) -> None:
         self._request_done(result)
+        self.health.response(result, self._c.clock.now())
+
+    def on_queued(self, url: str, now: float) -> None:
+        self.health.queued(url, now)
+
+    def on_admitted(self, key: str, now: float) -> None:
+        self.health.admitted(key, now)
+
+    def on_parsed(self, url: str, now: float) -> None:
+        self.health.parsed(url, now)
 
     def _note_decision(self, url: str, key: str, reason, detail: str, at: float) -> None:
         reason = str(reason)
@@ -234,7 +259,9 @@ class CrawlObserver:
         for i, n in enumerate(self._latency):
             running += n
             counts[i] = running
+        decisions = self._decision_counts(s.decisions)
         return {
+            **self._memo.get("health", lambda: self.health.snapshot(now, decisions)),
             "now": now,
             "started_at": s.started_at or None,
             "fetches": {"page": s.fetched + s.errors, "robots": s.robots_fetched,
@@ -242,7 +269,7 @@ class CrawlObserver:
             "fetches_by_reason": dict(s.by_reason) or {"discovery": 0},
             "http_responses": {str(k): v for k, v in sorted(s.status.items())},
             "bytes_fetched": s.bytes,
-            "decisions": self._decision_counts(s.decisions),
+            "decisions": decisions,
             "errors": s.errors,
             "retries": s.retries,
             "links_duplicate": s.duplicates,
@@ -263,7 +290,7 @@ class CrawlObserver:
             "dup_ratio": {"exact": self._page_ratio("exact_dup"), "near": self._page_ratio("near_dup")},
             "trap_suspects_open": len(self._suspects()),
             "soft404_ratio": self._page_ratio("soft404"),
-            "freshness_age_s": self._memo.get("freshness", lambda: self._freshness(now)),
+            "freshness_age_s": self._memo.get("freshness", lambda: self._freshness_with_sample(now)),
             "frontier_disk_bytes": self._disk_bytes(),
             "budget_left_pages": c.budget_left(),
         }
@@ -299,7 +326,7 @@ class CrawlObserver:
     def _explain_stored(self, url: str) -> dict:
         from courtly.runtime.report import explain
 
-        if not (self._out / "crawl.db").exists():
+        if self._out is None or not (self._out / "crawl.db").exists():
             return {"url": url, "found": False, "note": "the crawl database does not exist yet"}
         text, found = explain(self._out, url, as_json=True)
         data = json.loads(text)
@@ -420,6 +447,8 @@ class CrawlObserver:
 
     def _disk_bytes(self) -> int:
         total = 0
+        if self._out is None:
+            return total
         for name in ("crawl.db", "crawl.db-wal"):
             try:
                 total += (self._out / name).stat().st_size

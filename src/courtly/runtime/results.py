@@ -228,6 +228,8 @@ class Results:
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)
             if c.recrawl.enabled:
                 c.recrawl.links(item.url, c.admission.normalized(l.url for l in page.links))
+            for o in c.observers:
+                o.on_parsed(item.url, now)
         c.batch.fetched.append((now, result.status, item.url))
 
 

@@ -99,7 +99,12 @@ def same_politeness_key(store: SqliteStore, cfg: Config, out: Path) -> None:
 
 
 def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
-    """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON)."""
+    """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON).
+    Also checks the coverage canaries file, so a bad one stops nothing mid-way."""
+    if cfg.coverage.canaries_file:
+        from courtly.runtime.health import read_canaries
+
+        read_canaries(cfg.coverage.canaries_file)
     pins: dict[str, list[str]] = {}
     if cfg.network.hosts_file:
         p = Path(cfg.network.hosts_file)
@@ -284,18 +289,23 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
     def start(crawler: Crawler) -> None:
         progress.attach(crawler)
         if status is not None:
-            from courtly.runtime.observe import CrawlObserver
-            from courtly.shell.status import StatusServer
-
-            server = StatusServer(CrawlObserver(crawler), status[0], status[1], now=crawler.clock.now)
-            servers.append(server)
+            servers.append(status_server(crawler, status))
 
     try:
-        return await run_crawl(cfg, out, seeds, on_start=start, on_started=_start_servers(servers))
+        return await run_crawl(cfg, out, seeds, on_start=start, on_started=start_servers(servers))
     finally:
         progress.close()
         for server in servers:
             await server.stop()
+
+
+def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None):
+    """The metrics and status page server of one crawler, single machine or
+    distributed worker (`out`: the crawl folder, when the store has none)."""
+    from courtly.runtime.observe import CrawlObserver
+    from courtly.shell.status import StatusServer
+
+    return StatusServer(CrawlObserver(crawler, out=out), status[0], status[1], now=crawler.clock.now)
 
 
 def port_problem(host: str, port: int) -> str:
@@ -311,7 +321,7 @@ def port_problem(host: str, port: int) -> str:
         return f"--status {host}:{port}: {e.strerror}"
 
 
-def _start_servers(servers: list):
+def start_servers(servers: list):
     async def started() -> None:
         for server in servers:
             port = await server.start()

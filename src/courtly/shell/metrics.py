@@ -95,13 +95,43 @@ METRICS: tuple[MetricDef, ...] = (
        ("kind",), "dup_ratio"),
     _m("trap_suspects_open", "gauge", "Open trap suspicions awaiting review.", (), "trap_suspects_open"),
     _m("soft404_ratio", "gauge", "Share of 200 answers classified as soft-404.", (), "soft404_ratio"),
-    _m("freshness_age_seconds", "gauge", "Age of the stored copy behind the live page, by tier and quantile.",
+    _m("freshness_age_seconds", "gauge", "Time since the last fetch of each tracked URL (the age of the stored "
+       "copy, not of the live page's change), p50/p90 per recrawl tier; tier=sample: the coverage sample.",
        ("tier", "quantile"), "freshness_age_s"),
     _m("frontier_disk_bytes", "gauge", "Size of the crawl database on disk (crawl.db plus its WAL).",
        (), "frontier_disk_bytes"),
     _m("budget_left_pages", "gauge", "Pages left under --max-pages (absent without a limit).",
        (), "budget_left_pages"),
     _m("crawl_start_time_seconds", "gauge", "Unix time the crawl (this process) started.", (), "started_at"),
+    # the seeds' E.1 list and failure table (runtime/health.py)
+    _m("coverage_sample_hit_ratio", "gauge", "Share of the coverage sample's URLs fetched at least once.",
+       (), "coverage_sample.hit_ratio"),
+    _m("coverage_sample_urls", "gauge", "URLs in the coverage sample, by state (fetched, unfetched).",
+       ("state",), "coverage_sample.urls"),
+    _m("coverage_sample_age_seconds", "gauge", "Coverage sample age by stage: waiting = time since an "
+       "unfetched URL was queued, fetched = since the last fetch, parsed = since the last parse; p50/p90.",
+       ("stage", "quantile"),
+       "coverage_sample.age_s"),
+    _m("budget_denied_total", "counter", "Fetches a budget refused, by tier: recrawls the daily budget deferred "
+       "(recrawl tier) and new URLs refused by a budget (tier=discovery).", ("tier",), "budget_denied"),
+    _m("http_status_ratio", "gauge", "Share of page responses with each HTTP status code since the start.",
+       ("status",), "http_status_ratio"),
+    _m("host_new_url_rate", "gauge", "New URLs admitted per minute over the last 5 minutes, for the 10 "
+       "busiest politeness keys.", ("key",), "host_new_url_rate"),
+    _m("host_dup_ratio", "gauge", "Near-duplicate share of a key's last judged pages (the trap guard's "
+       "window), for the 10 highest keys with 20 pages or more.", ("key",), "host_dup_ratio"),
+    _m("fetch_body_bytes", "histogram", "Size of response bodies as received (pages and robots.txt).",
+       (), "fetch_body_bytes"),
+    _m("policy_takedown_propagation_age_seconds", "histogram", "Time from a purge being recorded to the "
+       "crawl applying it.", (), "takedown_propagation_age_s"),
+    _m("frontier_disk_used_pct", "gauge", "Percentage (0-100) of the crawl folder's file system in use.",
+       (), "frontier_disk_used_pct"),
+    _m("abuse_complaints_open", "gauge", "Abuse complaints recorded and not resolved.", (),
+       "abuse_complaints_open"),
+    _m("parser_restarts_total", "counter", "Link extraction workers lost (killed, crashed, over a limit) "
+       "and replaced.", (), "parser_restarts"),
+    _m("worker_partitions_held", "gauge", "Partitions this distributed worker holds a lease on and fetches "
+       "for (absent on a single machine).", (), "worker_partitions_held"),
 )
 
 

@@ -79,6 +79,10 @@
     { label: "Soft-404s", metric: "courtly_soft404_ratio", get: (s) => s.soft404_ratio, f: fmt.pct },
     { label: "Crawl DB on disk", metric: "courtly_frontier_disk_bytes", get: (s) => s.frontier_disk_bytes, f: fmt.bytes },
     { label: "Page budget left", metric: "courtly_budget_left_pages", get: (s) => s.budget_left_pages, f: fmt.int, optional: true },
+    { label: "Coverage sample", metric: "courtly_coverage_sample_hit_ratio", get: (s) => (s.coverage_sample || {}).hit_ratio, f: fmt.pct, optional: true },
+    { label: "Disk used", metric: "courtly_frontier_disk_used_pct", get: (s) => s.frontier_disk_used_pct, f: (v) => v.toFixed(1) + " %", warn: (v) => v > 90, optional: true },
+    { label: "Abuse complaints open", metric: "courtly_abuse_complaints_open", get: (s) => s.abuse_complaints_open, f: fmt.int, warn: (v) => v > 0, optional: true },
+    { label: "Parser restarts", metric: "courtly_parser_restarts_total", get: (s) => s.parser_restarts, f: fmt.int, warn: (v) => v > 0, optional: true },
   ];
 
   const $ = (sel) => document.querySelector(sel);
