@@ -42,6 +42,7 @@ __all__ = [
     "StoreSection",
     "FrontierSection",
     "DistributedSection",
+    "AbuseSection",
     "Config",
     "load_config",
     "config_from_dict",
@@ -375,6 +376,22 @@ class DistributedSection:
 
 
 @dataclass(frozen=True, slots=True)
+class AbuseSection:
+    """An open abuse complaint (`courtly abuse`) slows its host's politeness key
+    to max(delay_factor x its delay floor, delay_s_min) until it is resolved."""
+
+    delay_factor: float = 10.0
+    delay_s_min: float = 0.0
+
+    def __post_init__(self) -> None:
+        _finite("abuse.delay_factor", self.delay_factor)
+        if self.delay_factor < 1:
+            raise ConfigError(f"abuse.delay_factor must be >= 1 (a complaint never speeds a host up), "
+                              f"not {self.delay_factor}")
+        _non_negative("abuse.delay_s_min", self.delay_s_min)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     crawl: CrawlSection = field(default_factory=CrawlSection)
     politeness: PolitenessSection = field(default_factory=PolitenessSection)
@@ -390,6 +407,7 @@ class Config:
     store: StoreSection = field(default_factory=StoreSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
+    abuse: AbuseSection = field(default_factory=AbuseSection)
 
     def replace(self, section: str, **changes: Any) -> "Config":
         """A copy with some fields of one section changed (CLI overrides)."""

@@ -58,6 +58,7 @@ from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
 from courtly.runtime.results import Results
+from courtly.runtime.slowdown import Complaints
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
 from courtly.ports import Batch
@@ -142,6 +143,7 @@ class Crawler(LeaseRequests):
         self.results = Results(self)
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
+        self.complaints = Complaints(self)   # open abuse complaints slow their keys
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0
@@ -180,6 +182,7 @@ class Crawler(LeaseRequests):
         for origin, snap in self.store.robots().items():
             self.robots.restore(origin, snap)
         self._hold_after_crash(now)
+        self.complaints.poll(now)
         n = 0
         for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
             purge = self.takedowns.match(url)
@@ -350,6 +353,7 @@ class Crawler(LeaseRequests):
     def commit(self, *, final: bool = False) -> None:
         now = self.clock.now()
         self.takedowns.poll(now)     # new purges take effect before this batch is written
+        self.complaints.poll(now)    # and new abuse complaints slow their keys
         self.takedowns.filter_batch(self.batch, now)
         if final or now - self._budget_saved_at >= 10.0:
             self.budget.save(self.batch)

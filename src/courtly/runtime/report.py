@@ -14,6 +14,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from courtly.runtime.abuse import complaint_lines, open_complaints
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
 __all__ = ["explain", "stats", "review", "daily_report", "purge", "purges", "export",
@@ -202,6 +203,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         tiers = json.loads(raw) if raw else []
         by_day = store.fetches_by_day()
         counts = store.counts()
+        complaints = open_complaints(store)
         now = time.time()
         throttled = sorted(
             ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
@@ -212,7 +214,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
     data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
-            "not_fetched": counts["reasons"]}
+            "not_fetched": counts["reasons"], "abuse_complaints_open": complaints}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -229,6 +231,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
     lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
+    lines.append(f"open abuse complaints (their keys are slowed; courtly abuse --resolve ID): {len(complaints)}")
+    lines += [line for r in complaints for line in complaint_lines(r)]
     lines.append("top reasons URLs were not fetched")
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
     return "\n".join(lines)
