@@ -223,9 +223,14 @@ class UrlsSection:
 class SeenSection:
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
+    # past its fill alarm the filter is rebuilt from crawl.db at twice the
+    # capacity, up to this (~1.8 bytes per URL at 0.001: 1.8 GB); beyond, a warning
+    bloom_capacity_max: int = 1_000_000_000
 
     def __post_init__(self) -> None:
         _positive("seen.bloom_capacity", self.bloom_capacity)
+        if self.bloom_capacity_max < self.bloom_capacity:
+            raise ConfigError("seen.bloom_capacity_max must be >= seen.bloom_capacity")
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("seen.bloom_error_rate must be in (0, 1)")
 

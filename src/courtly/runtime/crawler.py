@@ -53,6 +53,7 @@ from courtly.core.urls import (
     split_origin,
 )
 from courtly.runtime.admission import Admission
+from courtly.runtime.bloom import BloomWatch
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
@@ -131,6 +132,7 @@ class Crawler(LeaseRequests):
             stale_s_max=r.reuse_s, fetch_timeout_s=cfg.fetch.total_s * (REDIRECTS_MAX + 1) + 60,
         )
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
+        self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
         base_rules = NormalizeRules()
         self.rules = NormalizeRules(
             strip_params=base_rules.strip_params | frozenset(p.lower() for p in cfg.urls.strip_params),
@@ -364,6 +366,7 @@ class Crawler(LeaseRequests):
             self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
             self.store.apply(batch)
             self.admission.committed()
+            self.bloom_watch.after_commit()   # the store now holds every URL the filter does
         self.overflow.refill(now)   # the store now holds every queued URL decided so far
         self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
 
