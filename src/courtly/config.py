@@ -214,6 +214,7 @@ class UrlsSection:
     length_max: int = 2048
     strip_params: tuple[str, ...] = ()            # added to the built-in list
     order_sensitive_hosts: tuple[str, ...] = ()   # keep query order for these
+    keep_params_hosts: tuple[str, ...] = ()       # strip no parameter for these (host or parent domain)
 
     def __post_init__(self) -> None:
         _positive("urls.length_max", self.length_max)

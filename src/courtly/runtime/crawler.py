@@ -45,7 +45,6 @@ from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import (
-    NormalizeRules,
     escape_raw_octets,
     origin_of_normalized,
     origin_text_of_normalized,
@@ -55,6 +54,7 @@ from courtly.core.urls import (
 from courtly.runtime.admission import Admission
 from courtly.runtime.bloom import BloomWatch
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.normalization import rules_of
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
@@ -133,12 +133,7 @@ class Crawler(LeaseRequests):
         )
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
         self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
-        base_rules = NormalizeRules()
-        self.rules = NormalizeRules(
-            strip_params=base_rules.strip_params | frozenset(p.lower() for p in cfg.urls.strip_params),
-            order_sensitive_hosts=frozenset(h.lower() for h in cfg.urls.order_sensitive_hosts),
-            length_max=cfg.urls.length_max,
-        )
+        self.rules = rules_of(cfg)   # recorded by the crawl folder (runtime/normalization)
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
