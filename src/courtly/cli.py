@@ -121,6 +121,9 @@ def _build_parser() -> argparse.ArgumentParser:
     x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise "
                                                "(an existing file is replaced; so are same-named files in the folder)")
     x.add_argument("--json", action="store_true", help="print JSON instead of text")
+    x.add_argument("--include-noindex", action="store_true",
+                   help="text: keep pages marked noindex (meta robots or X-Robots-Tag), each row with "
+                        "\"noindex\": true (default: left out; WARC and CDXJ always keep them)")
 
     _distributed_commands(sub, logs)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
@@ -557,7 +560,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from courtly.runtime.wiring import UsageError
 
     try:
-        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json)
+        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json,
+                      include_noindex=args.include_noindex)
     except ValueError as e:
         raise UsageError(str(e)) from e
     except OSError as e:

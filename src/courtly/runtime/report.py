@@ -101,7 +101,8 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
                      f"  ip {f['ip'] or '-'}{warc}")
     for at, flag, detail in flags:
         what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
-                "soft404": "soft-404 (the error page of)"}.get(flag, flag)
+                "soft404": "soft-404 (the error page of)",
+                "noindex": "noindex (kept in WARC, left out of text exports):"}.get(flag, flag)
         lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")
@@ -345,8 +346,9 @@ def rewrite_purged_originals(out: Path) -> str:
                if report.open_files_skipped else ""))
 
 
-def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
-    """`courtly export warc|cdxj|text`: never emits purged content."""
+def export(out: Path, kind: str, to: Path, *, as_json: bool = False, include_noindex: bool = False) -> str:
+    """`courtly export warc|cdxj|text`: never emits purged content (nor, in
+    text, noindex pages unless `include_noindex`)."""
     from courtly.shell import export as ex
 
     store = _open(out)
@@ -363,14 +365,16 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
         report = ex.export_cdxj(warc_dir, plist, to)
     elif kind == "text":
         decoded_max, ratio_max = _fetch_limits(out)
-        report = ex.export_text(warc_dir, plist, to, decoded_bytes_max=decoded_max, decode_ratio_max=ratio_max)
+        report = ex.export_text(warc_dir, plist, to, decoded_bytes_max=decoded_max, decode_ratio_max=ratio_max,
+                                include_noindex=include_noindex, token=_robots_token(out))
     else:
         raise ValueError(f"export kind must be warc, cdxj or text, not {kind!r}")
     if as_json:
         return json.dumps({"kind": kind, "purges": len(plist), "files_in": report.files_in,
                            "files_out": report.files_out, "records_kept": report.records_kept,
                            "records_dropped": report.records_dropped, "lines": report.lines,
-                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs})
+                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs,
+                           "noindex_left_out": report.noindex_left_out})
     return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)")
 
 
@@ -384,6 +388,17 @@ def _not_a_crawl_file(out: Path, to: Path) -> None:
     if target in {folder / name for name in CRAWL_FILES} or folder / "warc" in target.parents:
         raise ValueError(f"--to {to} would replace a file of the crawl folder {out}; "
                          "choose a path outside its database and WARC files")
+
+
+def _robots_token(out: Path) -> str:
+    """robots.token of the crawl's last run (X-Robots-Tag may name it), else the default."""
+    from courtly.config import RobotsSection
+
+    try:
+        token = json.loads((out / "config.json").read_text()).get("robots", {}).get("token")
+    except (OSError, ValueError, AttributeError):
+        token = None
+    return token if isinstance(token, str) and token else RobotsSection().token
 
 
 def _fetch_limits(out: Path) -> tuple[int, float]:

@@ -224,6 +224,9 @@ class Results:
             judged = c.budget.page(
                 url=item.url, key=item.key, host=host_of_normalized(item.url), origin=origin, content=result.content,
                 content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)
+            if page.noindex:   # marked in the fetch log's flags: text exports leave it out
+                c.batch.flags.append((item.url, now, "noindex", "X-Robots-Tag" if "noindex" in xrt.lower()
+                                      or "none" in xrt.lower() else "meta robots"))
             if c.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)
             if c.recrawl.enabled:
