@@ -77,6 +77,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="summarise a crawl folder")
     s.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("--dead-letters", action="store_true",
+                   help="list the dead letters instead: pages whose link extraction killed or hung a worker twice")
 
     rp = sub.add_parser("report", help="daily skip-decision report: which fetches are not done, and why")
     rp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
@@ -507,9 +509,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from courtly.runtime.report import stats
+    from courtly.runtime.report import dead_letters, stats
 
-    print(stats(Path(args.out), as_json=args.json))
+    show = dead_letters if args.dead_letters else stats
+    print(show(Path(args.out), as_json=args.json))
     return 0
 
 

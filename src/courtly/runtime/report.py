@@ -17,7 +17,7 @@ from pathlib import Path
 from courtly.runtime.abuse import complaint_lines, open_complaints
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
-__all__ = ["explain", "stats", "review", "daily_report", "purge", "purges", "export",
+__all__ = ["explain", "stats", "dead_letters", "review", "daily_report", "purge", "purges", "export",
            "rewrite_purged_originals"]
 
 
@@ -111,6 +111,31 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
     return "\n".join(lines), True
 
 
+DEAD_LETTERS_LISTED_MAX = 10_000
+
+
+def dead_letters(out: Path, *, as_json: bool = False) -> str:
+    """`courtly stats --dead-letters`: the pages whose extraction killed or hung
+    a worker twice (raw bytes in the WARC files; links never extracted)."""
+    store = _open(out)
+    try:
+        rows = store.dead_letters(DEAD_LETTERS_LISTED_MAX + 1)
+        total = store.counts()["dead_letters"]
+    finally:
+        store.close()
+    rows = rows[:DEAD_LETTERS_LISTED_MAX]
+    if as_json:
+        return json.dumps({"total": total, "listed": len(rows),
+                           "dead_letters": [{"url": u, "at": at, "reason": r} for u, at, r in rows]}, indent=2)
+    if not rows:
+        return "no dead letters: every fetched page went through link extraction"
+    lines = [f"{total} dead letter(s): pages whose link extraction failed twice (their raw bytes are in the WARC)"]
+    lines += [f"  {_when(at)}  {u}\n      {r}" for u, at, r in rows]
+    if total > len(rows):
+        lines.append(f"  ... and {total - len(rows)} more, not listed")
+    return "\n".join(lines)
+
+
 def stats(out: Path, *, as_json: bool = False) -> str:
     store = _open(out)
     try:
@@ -133,7 +158,7 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         f"hosts (keys)   {c['hosts']}",
         "HTTP statuses  " + ("  ".join(f"{k}: {v}" for k, v in c["statuses"].items()) or "-"),
         f"WARC           {c['warc_files']} files, {c['warc_bytes'] / 2**20:.1f} MiB",
-        f"dead letters   {c['dead_letters']}",
+        f"dead letters   {c['dead_letters']}" + (" (courtly stats --dead-letters)" if c["dead_letters"] else ""),
         f"budget         exact duplicates {c['flags'].get('exact_dup', 0)} (stored as revisits), "
         f"near-duplicates {c['flags'].get('near_dup', 0)}, soft-404s {c['flags'].get('soft404', 0)}, "
         f"budget denials {c['reasons'].get('budget', 0)}, trap denials {c['reasons'].get('trap', 0)}, "

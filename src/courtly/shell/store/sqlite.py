@@ -285,6 +285,10 @@ class SqliteStore:
     def url_flags(self, url: str) -> list[tuple]:
         return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
 
+    def dead_letters(self, limit: int) -> list[tuple]:
+        """(url, at, reason) of the pages extraction gave up on, oldest first, at most `limit`."""
+        return self._db.execute("SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,)).fetchall()
+
     def count_denied(self, key: str, reason: str) -> int:
         return self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
                                 (key, reason)).fetchone()[0]
