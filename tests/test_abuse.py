@@ -1,75 +1,29 @@
 """Abuse complaints (`courtly abuse`): recorded while a crawl runs, the host's
 politeness key slowed at the crawl's next commit, lifted when resolved.
 
-A real Crawler and SqliteStore with a manual clock and a fake fetcher that
-notes when each request left: the gaps between requests to one key are read
-from that log, and the key's delay from the store's `hosts` table.
+A real Crawler and SqliteStore in this process (tests/inproc_support.py):
+the gaps between requests to one key are read from its fetcher's notes, and
+the key's delay from the store's `hosts` table.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from types import SimpleNamespace
 
 import pytest
 from cli_support import courtly_logger_restored
-from clock_support import ManualClock
+from inproc_support import crawler as _crawler
+from inproc_support import fetch as _fetch
+from inproc_support import gaps as _gaps
 
 from courtly.cli import main
 from courtly.config import ConfigError, config_from_dict
-from courtly.runtime.crawler import Crawler
 from courtly.shell.store.sqlite import SqliteStore
-
-T0 = 1_700_000_000.0
 
 
 @pytest.fixture(autouse=True)
 def _courtly_logger():
     yield from courtly_logger_restored()
-
-
-class _Fetcher:
-    """Answers 200 after 0.1 s of the manual clock; notes (url, sent at, answered at)."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.sent: list[tuple[str, float, float]] = []
-
-    async def fetch(self, url: str, *, ip: str, headers: dict):
-        self.sent.append((url, self.clock.t, self.clock.t + 0.1))
-        self.clock.t += 0.1
-        return SimpleNamespace(url=url, ip=ip, status=200, elapsed_s=0.1, headers={}, body=b"", content=b"",
-                               truncated=None, error=None, request_head=b"", response_head=b"",
-                               started_at=self.clock.t - 0.1)
-
-
-class _Warc:
-    def flush(self) -> None:
-        pass
-
-
-def _crawler(out, cfg=None) -> Crawler:
-    clock = ManualClock(T0)
-    c = Crawler(cfg or config_from_dict({}), clock=clock, resolver=None, fetcher=_Fetcher(clock), warc=_Warc(),
-                store=SqliteStore(out / "crawl.db"), extractor=None)
-    c.load()
-    return c
-
-
-def _gaps(c: Crawler, key_host: str) -> list[float]:
-    """From each answer to the next request of the key (the delay runs from completion)."""
-    times = [(sent, done) for u, sent, done in c.fetcher.sent if key_host in u]
-    return [round(b[0] - a[1], 6) for a, b in zip(times, times[1:])]
-
-
-def _fetch(c: Crawler, *urls: str) -> None:
-    async def go():
-        for url in urls:
-            key = "a.example" if "a.example" in url else "b.example"
-            await c._request(url, key, "10.0.0.1" if key == "a.example" else "10.0.0.2", None, {})
-
-    asyncio.run(go())
 
 
 def _stored_delay(out, key: str) -> float:

@@ -2,7 +2,7 @@
 the metrics, and a rebuild from the store at a larger capacity (or, at
 `seen.bloom_capacity_max`, a warning saying what to raise).
 
-A real Crawler and SqliteStore with a manual clock; no requests.
+A real Crawler and SqliteStore in this process (tests/inproc_support.py); no requests.
 """
 
 from __future__ import annotations
@@ -10,27 +10,17 @@ from __future__ import annotations
 import logging
 
 import pytest
-from clock_support import ManualClock
+from inproc_support import crawler
 
 from courtly.config import ConfigError, config_from_dict
 from courtly.core.seen import SeenFilter
 from courtly.runtime.crawler import Crawler
-from courtly.shell.store.sqlite import SqliteStore
 
-T0 = 1_700_000_000.0
 SEEDS = [f"https://h{i}.example/p" for i in range(300)]
 
 
 def _crawler(tmp_path, **seen) -> Crawler:
-    c = Crawler(config_from_dict({"seen": seen}), clock=ManualClock(T0), resolver=None, fetcher=None,
-                warc=_Warc(), store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
-    c.load()
-    return c
-
-
-class _Warc:
-    def flush(self) -> None:
-        pass
+    return crawler(tmp_path, config_from_dict({"seen": seen}))
 
 
 def _alarms(caplog) -> list[logging.LogRecord]:

@@ -2,7 +2,8 @@
 worker twice becomes a row of `dead_letters` in the crawl's store, the crawl
 goes on with the next page, and `courtly stats --dead-letters` lists it.
 
-A real Crawler, SqliteStore and ExtractPool (with its test faults: a page
+A real Crawler and SqliteStore in this process (tests/inproc_support.py) and
+a real ExtractPool (with its test faults: a page
 marked `courtly-fault:exit` makes the worker exit); no network.
 """
 
@@ -14,10 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 from cli_support import courtly_logger_restored
-from clock_support import ManualClock
+from inproc_support import crawler
 
 from courtly.cli import main
-from courtly.config import config_from_dict
 from courtly.core.types import UrlItem
 from courtly.runtime.crawler import Crawler
 from courtly.shell.extract import ExtractPool
@@ -25,7 +25,6 @@ from courtly.shell.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.timeout(120)
 
-T0 = 1_700_000_000.0
 GOOD = b"<html><body><a href=/next>next</a></body></html>"
 KILLER = b"<html><body>courtly-fault:exit<a href=/never></body></html>"
 
@@ -35,11 +34,6 @@ def _courtly_logger():
     yield from courtly_logger_restored()
 
 
-class _Warc:
-    def flush(self) -> None:
-        pass
-
-
 def _page(body: bytes):
     return SimpleNamespace(status=200, headers={"content-type": "text/html"}, content=body)
 
@@ -47,9 +41,7 @@ def _page(body: bytes):
 def _crawl_two_pages(out) -> Crawler:
     async def go():
         async with ExtractPool(1, task_s_max=5.0, _test_faults=True) as pool:
-            c = Crawler(config_from_dict({}), clock=ManualClock(T0), resolver=None, fetcher=None, warc=_Warc(),
-                        store=SqliteStore(out / "crawl.db"), extractor=pool)
-            c.load()
+            c = crawler(out, extractor=pool)
             for path, body in (("/killer", KILLER), ("/good", GOOD)):
                 url = f"http://a.example{path}"
                 c.results.extracting.add(url)

@@ -11,12 +11,11 @@ import sqlite3
 
 import pytest
 from cli_support import courtly_logger_restored
-from clock_support import ManualClock
+from inproc_support import crawler
 
 from courtly.cli import main
 from courtly.config import load_config
 from courtly.core.urls import NORMALIZATION_VERSION
-from courtly.runtime.crawler import Crawler
 from courtly.runtime.normalization import META_KEY
 from courtly.shell.store.sqlite import SqliteStore
 
@@ -89,15 +88,8 @@ def test_keep_params_hosts_is_accepted_and_keeps_every_query_parameter_of_those_
     toml.write_text('[urls]\nkeep_params_hosts = ["A.example"]\n')
     cfg = load_config(toml)
     assert cfg.urls.keep_params_hosts == ("A.example",)
-    c = Crawler(cfg, clock=ManualClock(1e9), resolver=None, fetcher=None, warc=_Warc(),
-                store=SqliteStore(tmp_path / "crawl.db"), extractor=None)
-    c.load()
+    c = crawler(tmp_path, cfg)
     c.add_seeds(["https://www.a.example/p?utm_source=x&sid=7", "https://b.example/p?utm_source=x&sid=7&q=1"])
     c.commit()
     urls = sorted(u for (u,) in c.store._db.execute("SELECT url FROM urls"))
     assert urls == ["https://b.example/p?q=1", "https://www.a.example/p?sid=7&utm_source=x"]
-
-
-class _Warc:
-    def flush(self) -> None:
-        pass
