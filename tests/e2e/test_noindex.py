@@ -51,6 +51,8 @@ def test_the_noindex_pages_fetched_are_flagged_in_the_fetch_log_and_kept_in_the_
     assert flagged <= indexed
     proc = run_courtly("explain", sorted(flagged)[0], "--out", str(out))
     assert "noindex (kept in WARC, left out of text exports): meta robots" in proc.stdout
+    proc = run_courtly("stats", "--out", str(out))
+    assert f"noindex pages  {len(flagged)} (kept in the WARC files, left out of text exports)" in proc.stdout
 
 
 def test_text_exports_leave_noindex_pages_out_unless_asked_to_keep_them(crawled, tmp_path):

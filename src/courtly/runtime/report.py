@@ -163,6 +163,7 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         f"near-duplicates {c['flags'].get('near_dup', 0)}, soft-404s {c['flags'].get('soft404', 0)}, "
         f"budget denials {c['reasons'].get('budget', 0)}, trap denials {c['reasons'].get('trap', 0)}, "
         f"open trap suspects {c['trap_suspects_open']} (courtly review)",
+        f"noindex pages  {c['flags'].get('noindex', 0)} (kept in the WARC files, left out of text exports)",
         "not fetched, by reason:",
     ]
     if c["reasons"]:
