@@ -68,3 +68,24 @@ def gaps(c: Crawler, fragment: str) -> list[float]:
     (the delay runs from completion)."""
     times = [(sent, done) for u, sent, done in c.fetcher.sent if fragment in u]
     return [round(b[0] - a[1], 6) for a, b in zip(times, times[1:])]
+
+
+def extract_pages(out, pages: list[tuple[str, dict, bytes]]) -> Crawler:
+    """Hand each (url, response headers, body) to the crawler's result path
+    with a real extraction pool (test faults on: `courtly-fault:exit` in a
+    body makes the worker exit), as if fetched with status 200; then commit."""
+    from courtly.core.sitekey import politeness_key as key_of
+    from courtly.core.types import UrlItem
+    from courtly.shell.extract import ExtractPool
+
+    async def go():
+        async with ExtractPool(1, task_s_max=5.0, _test_faults=True) as pool:
+            c = crawler(out, extractor=pool)
+            for url, headers, body in pages:
+                c.results.extracting.add(url)
+                item = UrlItem(url=url, key=key_of(split_origin(url).host), band=1, depth=0)
+                await c.results.extract(item, SimpleNamespace(status=200, headers=headers, content=body))
+            c.commit()
+            return c
+
+    return asyncio.run(go())

@@ -222,3 +222,11 @@ def test_extract_links_max_caps_the_links_taken_from_one_page():
             await extractor.close()
 
     assert len(asyncio.run(asyncio.wait_for(go(), 60)).links) == 7
+
+
+def test_budget_daily_new_urls_max_caps_the_new_urls_admitted_per_key_per_day(tmp_path):
+    c = crawler(tmp_path, _cfg(budget={"daily_new_urls_max": 5}))
+    c.add_seeds(["https://a.example/"])
+    admitted = [c.admission.admit(f"https://a.example/topic-{i}.html", via="https://a.example/", band=4, depth=1,
+                                  now=c.clock.t) for i in range(8)]
+    assert admitted.count(True) == 5 - 1 and c.batch.decisions[-1][5] == Reason.BUDGET   # the seed counts too

@@ -9,18 +9,14 @@ marked `courtly-fault:exit` makes the worker exit); no network.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from types import SimpleNamespace
 
 import pytest
 from cli_support import courtly_logger_restored
-from inproc_support import crawler
+from inproc_support import extract_pages
 
 from courtly.cli import main
-from courtly.core.types import UrlItem
 from courtly.runtime.crawler import Crawler
-from courtly.shell.extract import ExtractPool
 from courtly.shell.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,22 +30,9 @@ def _courtly_logger():
     yield from courtly_logger_restored()
 
 
-def _page(body: bytes):
-    return SimpleNamespace(status=200, headers={"content-type": "text/html"}, content=body)
-
-
 def _crawl_two_pages(out) -> Crawler:
-    async def go():
-        async with ExtractPool(1, task_s_max=5.0, _test_faults=True) as pool:
-            c = crawler(out, extractor=pool)
-            for path, body in (("/killer", KILLER), ("/good", GOOD)):
-                url = f"http://a.example{path}"
-                c.results.extracting.add(url)
-                await c.results.extract(UrlItem(url=url, key="a.example", band=1, depth=0), _page(body))
-            c.commit()
-            return c
-
-    return asyncio.run(go())
+    html = {"content-type": "text/html"}
+    return extract_pages(out, [("http://a.example/killer", html, KILLER), ("http://a.example/good", html, GOOD)])
 
 
 def test_a_page_that_kills_the_extraction_worker_twice_is_recorded_as_a_dead_letter(tmp_path):
