@@ -230,3 +230,11 @@ def test_budget_daily_new_urls_max_caps_the_new_urls_admitted_per_key_per_day(tm
     admitted = [c.admission.admit(f"https://a.example/topic-{i}.html", via="https://a.example/", band=4, depth=1,
                                   now=c.clock.t) for i in range(8)]
     assert admitted.count(True) == 5 - 1 and c.batch.decisions[-1][5] == Reason.BUDGET   # the seed counts too
+
+
+def test_frontier_memory_max_and_key_memory_max_bound_the_urls_held_in_memory_the_rest_wait_in_the_store(tmp_path):
+    c = crawler(tmp_path, _cfg(frontier={"memory_max": 6, "key_memory_max": 2}))
+    c.add_seeds([f"https://{h}.example/{i}" for h in "abcd" for i in range(3)])
+    assert len(c.frontier) == 6 and all(c.frontier.queued_for(f"{h}.example") <= 2 for h in "abcd")
+    c.commit()
+    assert len(list(c.store.iter_queued())) == 12          # none lost: every one is a queued record
