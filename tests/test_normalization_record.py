@@ -6,18 +6,22 @@ is accepted by the config and keeps those hosts' query parameters in a crawl.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 
 import pytest
 from cli_support import courtly_logger_restored
 from inproc_support import crawler
+from pg_support import pg_fixture
 
 from courtly.cli import main
-from courtly.config import load_config
+from courtly.config import Config, config_from_dict, load_config
 from courtly.core.urls import NORMALIZATION_VERSION
-from courtly.runtime.normalization import META_KEY
+from courtly.runtime.normalization import META_KEY, RulesChanged
 from courtly.shell.store.sqlite import SqliteStore
+
+postgres = pg_fixture("module")
 
 
 @pytest.fixture(autouse=True)
@@ -93,3 +97,22 @@ def test_keep_params_hosts_is_accepted_and_keeps_every_query_parameter_of_those_
     c.commit()
     urls = sorted(u for (u,) in c.store._db.execute("SELECT url FROM urls"))
     assert urls == ["https://b.example/p?q=1", "https://www.a.example/p?sid=7&utm_source=x"]
+
+
+def test_distributed_workers_keep_the_rules_the_crawl_was_made_with(postgres):
+    from courtly.runtime.cluster import same_rules
+    from courtly.shell.store.postgres import PostgresStore
+
+    async def body():
+        store = await PostgresStore.open(postgres.create_database(), partitions=4)
+        try:
+            await same_rules(store, Config())                        # the first worker records them
+            recorded = json.loads(await store.get_meta(META_KEY))
+            await same_rules(store, Config())                        # the same rules: welcome
+            with pytest.raises(RulesChanged, match=r"urls.strip_params \+ref"):
+                await same_rules(store, config_from_dict({"urls": {"strip_params": ["ref"]}}))
+            return recorded
+        finally:
+            await store.close()
+
+    assert asyncio.run(asyncio.wait_for(body(), 60))["version"] == NORMALIZATION_VERSION

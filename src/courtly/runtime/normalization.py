@@ -21,7 +21,7 @@ import json
 from courtly.config import Config, ConfigError
 from courtly.core.urls import NormalizeRules
 
-__all__ = ["RulesChanged", "rules_of", "rules_record", "check_rules", "META_KEY"]
+__all__ = ["RulesChanged", "rules_of", "rules_record", "check_rules", "rules_meta", "META_KEY"]
 
 META_KEY = "normalization"
 
@@ -67,6 +67,13 @@ def check_rules(stored: str | None, rules: NormalizeRules) -> str | None:
     if not changes:
         return None
     return _refuse(changes)
+
+
+def rules_meta(stored: str | None, cfg: Config) -> dict[str, str]:
+    """The store meta to write for a crawl under `cfg` whose recorded rules
+    are `stored` ({} when recorded and equal); raises RulesChanged."""
+    record = check_rules(stored, rules_of(cfg))
+    return {} if record is None else {META_KEY: record}
 
 
 def _refuse(changes: list[str]) -> str:

@@ -103,11 +103,11 @@ def same_normalization(store: SqliteStore, cfg: Config) -> None:
     (runtime/normalization): recorded at the first run, a resume under
     others is refused (RulesChanged, a ConfigError) before anything is written."""
     from courtly.ports import Batch
-    from courtly.runtime.normalization import META_KEY, check_rules, rules_of
+    from courtly.runtime.normalization import META_KEY, rules_meta
 
-    record = check_rules(store.get_meta(META_KEY), rules_of(cfg))
-    if record is not None:
-        store.apply(Batch(meta={META_KEY: record}))
+    meta = rules_meta(store.get_meta(META_KEY), cfg)
+    if meta:
+        store.apply(Batch(meta=meta))
 
 
 def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
