@@ -92,7 +92,7 @@ def record(out: Path, host: str, contact: str, note: str, *, now: float | None =
     if as_json:
         return json.dumps({"id": cid, "host": h, "key": key, "contact": contact.strip(),
                            "note": note.strip()[:NOTE_CHARS_MAX], "recorded_at": at, "resolved_at": None})
-    return (f"complaint #{cid} recorded: {h} (politeness key {key}) is slowed until "
+    return (f"complaint #{cid} recorded about {h}: its politeness key {key} is slowed until "
             f"courtly abuse --out {out} --resolve {cid}\n"
             f"  a running crawl takes it up at its next commit; a crawl started later, when it loads")
 
