@@ -115,3 +115,30 @@ def kill_when(proc: subprocess.Popen, web, lines: int, timeout: float = 120) -> 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     raise AssertionError(f"crawl did not reach {lines} logged requests in {timeout} s")
+
+
+def crawl_with_command_midway(web, out: Path, config: Path, err_path: Path, ready, command: list[str],
+                              what: str) -> subprocess.CompletedProcess:
+    """Run `courtly crawl` (JSON logs to `err_path`) on the simulated web; once
+    `ready()` holds, run `courtly *command` from another process while the
+    crawl still runs, then let the crawl finish. Returns the command's result."""
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(courtly_cmd(*crawl_args(web, out, config), "--log-format", "json"),
+                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not ready():
+                assert proc.poll() is None, f"the crawl ended before the {what}"
+                assert time.monotonic() < deadline, "the crawl made too few requests"
+                time.sleep(0.05)
+            p = run_courtly(*command)
+            assert p.returncode == 0, p.stderr
+            assert proc.poll() is None, f"the {what} must land while the crawl runs"
+            proc.wait(timeout=400)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err_path.read_text()[-3000:]
+    time.sleep(1.2)  # the server flushes its log every second
+    return p

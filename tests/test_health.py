@@ -128,17 +128,26 @@ def test_disk_share_is_the_crawl_folders_file_system(tmp_path):
     assert 0.0 < pct <= 100.0
 
 
-def test_abuse_complaints_open_counts_unresolved_rows_and_is_zero_without_the_table(tmp_path):
+def test_abuse_complaints_open_counts_unresolved_complaints(tmp_path):
+    from courtly.runtime import abuse
+
     c = _crawler(tmp_path)
     c.store.apply(c.batch)
     assert _observer(c).snapshot(T0)["abuse_complaints_open"] == 0
+    for host in ("a.example", "b.example", "c.example"):
+        abuse.record(tmp_path, host, "abuse@example.org", "too fast", now=T0)
+    abuse.resolve(tmp_path, 2, now=T0)
+    assert _observer(c).snapshot(T0 + 3600)["abuse_complaints_open"] == 2
+
+
+def test_abuse_complaints_open_is_zero_without_the_table(tmp_path):
+    c = _crawler(tmp_path)
+    c.store.apply(c.batch)
     db = sqlite3.connect(tmp_path / "crawl.db")
-    db.execute("CREATE TABLE abuse_complaints (id INTEGER PRIMARY KEY, host TEXT, resolved_at REAL)")
-    db.executemany("INSERT INTO abuse_complaints (host, resolved_at) VALUES (?, ?)",
-                   [("a.example", None), ("b.example", T0), ("c.example", None)])
+    db.execute("DROP TABLE abuse_complaints")
     db.commit()
     db.close()
-    assert _observer(c).snapshot(T0)["abuse_complaints_open"] == 2
+    assert _observer(c).snapshot(T0)["abuse_complaints_open"] == 0
 
 
 def test_parser_restarts_are_the_extraction_workers_lost(tmp_path):

@@ -6,6 +6,8 @@
     courtly stats --out DIR       what a crawl did
     courtly purge --out DIR --domain D | --host H | --url-prefix P [--reason R]
                                   a takedown (works while the crawl runs)
+    courtly abuse --out DIR --host H --contact C --note N | --resolve ID | --list
+                                  an abuse complaint: the host is slowed until resolved
     courtly export warc|cdxj|text --out DIR --to PATH
                                   WARC files, CDXJ index or main text, without purged content
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
@@ -76,6 +78,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="summarise a crawl folder")
     s.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("--dead-letters", action="store_true",
+                   help="list the dead letters instead: pages whose link extraction killed or hung a worker twice")
 
     rp = sub.add_parser("report", help="daily skip-decision report: which fetches are not done, and why")
     rp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
@@ -100,6 +104,17 @@ def _build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--reason", default="", help="why (kept with the purge and in every decision; default: empty)")
     pg.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    ab = sub.add_parser("abuse", help="record an abuse complaint about a host (its politeness key is slowed "
+                                      "until resolved; works while a crawl runs), resolve or list them")
+    ab.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    act = ab.add_mutually_exclusive_group()
+    act.add_argument("--host", help="the host complained about (a name such as www.example.org)")
+    act.add_argument("--resolve", type=int, metavar="ID", help="close complaint ID: the slow-down is lifted")
+    act.add_argument("--list", action="store_true", help="list every complaint, open and resolved")
+    ab.add_argument("--contact", default="", help="who complained (with --host; default: empty)")
+    ab.add_argument("--note", default="", help="what they said (with --host; default: empty)")
+    ab.add_argument("--json", action="store_true", help="print JSON instead of text")
+
     x = sub.add_parser("export", parents=[logs],
                        help="export WARC files, a CDXJ index or main text; purged content is never exported")
     x.add_argument("kind", choices=["warc", "cdxj", "text"],
@@ -109,6 +124,9 @@ def _build_parser() -> argparse.ArgumentParser:
     x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise "
                                                "(an existing file is replaced; so are same-named files in the folder)")
     x.add_argument("--json", action="store_true", help="print JSON instead of text")
+    x.add_argument("--include-noindex", action="store_true",
+                   help="text: keep pages marked noindex (meta robots or X-Robots-Tag), each row with "
+                        "\"noindex\": true (default: left out; WARC and CDXJ always keep them)")
 
     _distributed_commands(sub, logs)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
@@ -245,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_purge(args)
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "abuse":
+            return _cmd_abuse(args)
         if args.command == "worker":
             return _cmd_worker(args)
         if args.command == "submit":
@@ -500,9 +520,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from courtly.runtime.report import stats
+    from courtly.runtime.report import dead_letters, stats
 
-    print(stats(Path(args.out), as_json=args.json))
+    show = dead_letters if args.dead_letters else stats
+    print(show(Path(args.out), as_json=args.json))
     return 0
 
 
@@ -528,12 +549,33 @@ def _cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_abuse(args: argparse.Namespace) -> int:
+    """Record, resolve or list abuse complaints (one statement; no folder lock)."""
+    from courtly.runtime import abuse
+    from courtly.runtime.wiring import UsageError
+
+    out = Path(args.out)
+    try:
+        if args.list:
+            print(abuse.listing(out, as_json=args.json))
+        elif args.resolve is not None:
+            print(abuse.resolve(out, args.resolve, as_json=args.json))
+        elif args.host:
+            print(abuse.record(out, args.host, args.contact, args.note, as_json=args.json))
+        else:
+            raise UsageError("abuse wants --host H [--contact C] [--note N], --resolve ID or --list")
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    return 0
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from courtly.runtime.report import export
     from courtly.runtime.wiring import UsageError
 
     try:
-        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json)
+        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json,
+                      include_noindex=args.include_noindex)
     except ValueError as e:
         raise UsageError(str(e)) from e
     except OSError as e:

@@ -42,6 +42,7 @@ __all__ = [
     "StoreSection",
     "FrontierSection",
     "DistributedSection",
+    "AbuseSection",
     "Config",
     "load_config",
     "config_from_dict",
@@ -213,6 +214,7 @@ class UrlsSection:
     length_max: int = 2048
     strip_params: tuple[str, ...] = ()            # added to the built-in list
     order_sensitive_hosts: tuple[str, ...] = ()   # keep query order for these
+    keep_params_hosts: tuple[str, ...] = ()       # strip no parameter for these (host or parent domain)
 
     def __post_init__(self) -> None:
         _positive("urls.length_max", self.length_max)
@@ -222,9 +224,14 @@ class UrlsSection:
 class SeenSection:
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.001
+    # past its fill alarm the filter is rebuilt from crawl.db at twice the
+    # capacity, up to this (~1.8 bytes per URL at 0.001: 1.8 GB); beyond, a warning
+    bloom_capacity_max: int = 1_000_000_000
 
     def __post_init__(self) -> None:
         _positive("seen.bloom_capacity", self.bloom_capacity)
+        if self.bloom_capacity_max < self.bloom_capacity:
+            raise ConfigError("seen.bloom_capacity_max must be >= seen.bloom_capacity")
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("seen.bloom_error_rate must be in (0, 1)")
 
@@ -386,6 +393,22 @@ class CoverageSection:
 
 
 @dataclass(frozen=True, slots=True)
+class AbuseSection:
+    """An open abuse complaint (`courtly abuse`) slows its host's politeness key
+    to max(delay_factor x its delay floor, delay_s_min) until it is resolved."""
+
+    delay_factor: float = 10.0
+    delay_s_min: float = 0.0
+
+    def __post_init__(self) -> None:
+        _finite("abuse.delay_factor", self.delay_factor)
+        if self.delay_factor < 1:
+            raise ConfigError(f"abuse.delay_factor must be >= 1 (a complaint never speeds a host up), "
+                              f"not {self.delay_factor}")
+        _non_negative("abuse.delay_s_min", self.delay_s_min)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     crawl: CrawlSection = field(default_factory=CrawlSection)
     politeness: PolitenessSection = field(default_factory=PolitenessSection)
@@ -402,6 +425,7 @@ class Config:
     frontier: FrontierSection = field(default_factory=FrontierSection)
     distributed: DistributedSection = field(default_factory=DistributedSection)
     coverage: CoverageSection = field(default_factory=CoverageSection)
+    abuse: AbuseSection = field(default_factory=AbuseSection)
 
     def replace(self, section: str, **changes: Any) -> "Config":
         """A copy with some fields of one section changed (CLI overrides)."""

@@ -559,3 +559,22 @@ def test_hold_key_until_delays_only_that_key_and_never_shortens():
     p.started("a.test", 50.0)
     p.finished("a.test", 50.5, response_s=0.1, status=200)
     assert p.ready_at("a.test", 50.5) == pytest.approx(51.5)
+
+
+def test_a_slowed_key_waits_factor_times_its_floor_at_once_and_gets_it_back_when_lifted():
+    p = Politeness(PolitenessConfig(delay_s=1.0))
+    p.started("a", 0.0)
+    assert p.finished("a", 0.0, response_s=0.0, status=200) == 1.0
+    p.slow_down("a", 10.0, 0.0, 0.5)
+    assert p.ready_at("a", 0.5) == 10.0 and p.key("a").delay_s == 10.0
+    p.slow_down("b", 2.0, 30.0, 0.5)           # the fixed minimum wins over 2 x 1 s
+    assert p.key("b").delay_s == 30.0 and p.slowed_keys() == ["a", "b"]
+    p.lift_slow_down("a", 1.0)
+    assert p.key("a").delay_s == 1.0 and p.ready_at("a", 1.0) == 10.0   # the planned fetch keeps its time
+    p.started("a", 10.0)
+    assert p.finished("a", 10.0, response_s=0.0, status=200) == 11.0
+
+
+def test_a_slow_down_never_speeds_a_key_up():
+    with pytest.raises(ValueError):
+        Politeness(PolitenessConfig()).slow_down("a", 0.5, 0.0, 0.0)

@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from crawl_support import courtly_cmd, crawl_args, db_rows, log_lines, run_courtly, write_config
+from crawl_support import crawl_with_command_midway, db_rows, log_lines, run_courtly, write_config
 from courtly.runtime.demo import simweb_process
 
 pytestmark = pytest.mark.slow
@@ -55,27 +54,10 @@ def purged(tmp_path_factory):
         assert {"www.media0.test", "news.media0.test"} <= set(hosts), "the web must have the domain's hosts"
         out = tmp / "crawl"
         err_path = tmp / "crawl.stderr"
-        with open(err_path, "wb") as err:
-            proc = subprocess.Popen(courtly_cmd(*crawl_args(web, out, write_config(tmp / "c.toml")),
-                                                "--log-format", "json"),
-                                    stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
-            try:
-                deadline = time.monotonic() + 120
-                while log_lines(web) < PURGE_AFTER_REQUESTS or not _domain_requested(web):
-                    assert proc.poll() is None, "the crawl ended before the purge"
-                    assert time.monotonic() < deadline, "the crawl made too few requests"
-                    time.sleep(0.05)
-                p = run_courtly("purge", "--out", str(out), "--domain", DOMAIN, "--reason", "e2e takedown",
-                                "--json")
-                assert p.returncode == 0, p.stderr
-                assert proc.poll() is None, "the purge must land while the crawl runs"
-                proc.wait(timeout=400)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        assert proc.returncode == 0, err_path.read_text()[-3000:]
-        time.sleep(1.2)  # the server flushes its log every second
+        p = crawl_with_command_midway(
+            web, out, write_config(tmp / "c.toml"), err_path,
+            lambda: log_lines(web) >= PURGE_AFTER_REQUESTS and _domain_requested(web),
+            ["purge", "--out", str(out), "--domain", DOMAIN, "--reason", "e2e takedown", "--json"], "purge")
         from courtly.sim.reqlog import load_log
 
         yield {"web": web, "out": out, "tmp": tmp, "purge": json.loads(p.stdout),

@@ -27,7 +27,9 @@ a new request may start one second (plus a small margin) after the
 flight, it waits for a completion.
 
 Allowlist entries (key, faster limits, owner, expiry) replace the defaults for
-one key until they expire, then the defaults return by themselves.
+one key until they expire, then the defaults return by themselves. A key
+slowed down (an open abuse complaint, runtime/abuse.py) has its floor raised
+to max(factor x floor, delay_s_min) at once, allowlist or not, until lifted.
 
 Rules: pure; every function takes `now` (seconds, wall clock of the caller).
 """
@@ -143,6 +145,7 @@ class Politeness:
     def __init__(self, config: PolitenessConfig, allowlist: tuple[AllowEntry, ...] = ()) -> None:
         self.config = config
         self._allow = {e.key: e for e in allowlist}
+        self._slow: dict[str, tuple[float, float]] = {}   # key -> (factor, delay_s_min)
         self._keys: dict[str, KeyState] = {}
         self._ips: dict[str, IpState] = {}
         self.not_before = 0.0   # nothing starts before this (resume after a crash)
@@ -183,7 +186,30 @@ class Politeness:
         floor = self.delay_s_min(st.key, now)
         if st.crawl_delay_s is not None:
             floor = max(floor, min(st.crawl_delay_s, self.config.crawl_delay_s_max))
+        slow = self._slow.get(st.key)
+        if slow is not None:
+            floor = max(floor * slow[0], slow[1])
         return floor
+
+    def slow_down(self, key: str, factor: float, delay_s_min: float, now: float) -> None:
+        """Raise the key's floor to max(factor x floor, delay_s_min) until
+        `lift_slow_down`; the next fetch waits the raised delay at once."""
+        if factor < 1 or delay_s_min < 0:
+            raise ValueError("a slow-down needs factor >= 1 and delay_s_min >= 0")
+        self._slow[key] = (factor, delay_s_min)
+        self.ready_at(key, now)
+
+    def lift_slow_down(self, key: str, now: float) -> None:
+        """The key's ordinary floor again. Its delay drops back to it at once
+        unless a 429/503 back-off is in force (the next fetch already planned
+        keeps its time)."""
+        if self._slow.pop(key, None) is not None:
+            st = self.key(key)
+            if not st.backoff_reason:
+                st.delay_s = min(st.delay_s, self._floor(st, now))
+
+    def slowed_keys(self) -> list[str]:
+        return sorted(self._slow)
 
     def set_crawl_delay(self, key: str, crawl_delay_s: float | None, now: float) -> None:
         """robots.txt Crawl-delay for the key (capped when applied)."""

@@ -6,7 +6,10 @@ certainly new and the store lookup is skipped; when it says *maybe*, the
 caller asks the store. A false positive therefore costs one lookup, never a
 lost URL. The filter is sized from config, rebuilt from the store on open
 (so it needs no file of its own), and reports its fill ratio; past
-`fill_alarm` the false-positive rate has degraded and the operator is told.
+`fill_alarm` (0.5: the share of bits set when it holds `capacity` URLs) the
+false-positive rate has degraded. `alarm` is that verdict for the metrics;
+runtime/bloom.py tells the operator and rebuilds the filter from the store
+at twice the capacity (`resized`), up to a maximum.
 
 Pure: no I/O; the filter lives in memory.
 """
@@ -64,3 +67,15 @@ class SeenFilter:
     @property
     def alarm(self) -> bool:
         return self.fill_ratio > self.fill_alarm
+
+    @property
+    def past_capacity(self) -> bool:
+        """More URLs added than it was sized for (the error rate no longer holds)."""
+        return self.approx_items > self.capacity
+
+    def resized(self, capacity: int) -> "SeenFilter":
+        """An empty filter of `capacity` with this one's error rate, alarm and
+        counters; the caller fills it from the exact store."""
+        new = SeenFilter(capacity, self.error_rate, fill_alarm=self.fill_alarm)
+        new.lookups, new.negatives, new.false_positives = self.lookups, self.negatives, self.false_positives
+        return new

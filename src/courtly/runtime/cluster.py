@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from courtly.config import Config
+from courtly.config import Config, ConfigError
 from courtly.core.urls import UrlError, normalize_url, politeness_key, split_origin
 from courtly.ports import Batch
 from courtly.runtime.crawler import SEED_BAND
@@ -103,6 +103,11 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
         await store.close()
         raise ClusterError(f"this crawl was submitted with politeness key '{mode}', the worker's config says "
                            f"crawl.politeness_key = '{cfg.crawl.politeness_key}'")
+    try:
+        await same_rules(store, cfg)
+    except ConfigError:
+        await store.close()
+        raise
     resolver, fetcher, extractor = build_network(cfg, send_gate=True)
     warc = None
     servers: list = []
@@ -135,6 +140,16 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
         if warc is not None:
             warc.close()
         await store.close()
+
+
+async def same_rules(store, cfg: Config) -> None:
+    """The crawl keeps the URL normalisation rules its first worker had
+    (runtime/normalization); a worker under others is refused (RulesChanged)."""
+    from courtly.runtime.normalization import META_KEY, rules_meta
+
+    meta = rules_meta(await store.get_meta(META_KEY), cfg)
+    if meta:
+        await store.apply(Batch(meta=meta))
 
 
 # ---- submit -----------------------------------------------------------------------------------

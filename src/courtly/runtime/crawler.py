@@ -45,7 +45,6 @@ from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import (
-    NormalizeRules,
     escape_raw_octets,
     origin_of_normalized,
     origin_text_of_normalized,
@@ -53,11 +52,14 @@ from courtly.core.urls import (
     split_origin,
 )
 from courtly.runtime.admission import Admission
+from courtly.runtime.bloom import BloomWatch
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.normalization import rules_of
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
 from courtly.runtime.results import Results
+from courtly.runtime.slowdown import Complaints
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
 from courtly.ports import Batch
@@ -130,18 +132,15 @@ class Crawler(LeaseRequests):
             stale_s_max=r.reuse_s, fetch_timeout_s=cfg.fetch.total_s * (REDIRECTS_MAX + 1) + 60,
         )
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
-        base_rules = NormalizeRules()
-        self.rules = NormalizeRules(
-            strip_params=base_rules.strip_params | frozenset(p.lower() for p in cfg.urls.strip_params),
-            order_sensitive_hosts=frozenset(h.lower() for h in cfg.urls.order_sensitive_hosts),
-            length_max=cfg.urls.length_max,
-        )
+        self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
+        self.rules = rules_of(cfg)   # recorded by the crawl folder (runtime/normalization)
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
         self.results = Results(self)
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
+        self.complaints = Complaints(self)   # open abuse complaints slow their keys
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0
@@ -180,6 +179,7 @@ class Crawler(LeaseRequests):
         for origin, snap in self.store.robots().items():
             self.robots.restore(origin, snap)
         self._hold_after_crash(now)
+        self.complaints.poll(now)
         n = 0
         for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
             purge = self.takedowns.match(url)
@@ -350,6 +350,7 @@ class Crawler(LeaseRequests):
     def commit(self, *, final: bool = False) -> None:
         now = self.clock.now()
         self.takedowns.poll(now)     # new purges take effect before this batch is written
+        self.complaints.poll(now)    # and new abuse complaints slow their keys
         self.takedowns.filter_batch(self.batch, now)
         if final or now - self._budget_saved_at >= 10.0:
             self.budget.save(self.batch)
@@ -360,6 +361,7 @@ class Crawler(LeaseRequests):
             self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
             self.store.apply(batch)
             self.admission.committed()
+            self.bloom_watch.after_commit()   # the store now holds every URL the filter does
         self.overflow.refill(now)   # the store now holds every queued URL decided so far
         self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
 

@@ -14,9 +14,10 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from courtly.runtime.abuse import complaint_lines, open_complaints
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
-__all__ = ["explain", "stats", "review", "daily_report", "purge", "purges", "export",
+__all__ = ["explain", "stats", "dead_letters", "review", "daily_report", "purge", "purges", "export",
            "rewrite_purged_originals"]
 
 
@@ -100,13 +101,39 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
                      f"  ip {f['ip'] or '-'}{warc}")
     for at, flag, detail in flags:
         what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
-                "soft404": "soft-404 (the error page of)"}.get(flag, flag)
+                "soft404": "soft-404 (the error page of)",
+                "noindex": "noindex (kept in WARC, left out of text exports):"}.get(flag, flag)
         lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")
     if children:
         lines.append(f"links to   {len(children)}{'+' if len(children) >= 20 else ''} URLs first found here, e.g. {children[0]}")
     return "\n".join(lines), True
+
+
+DEAD_LETTERS_LISTED_MAX = 10_000
+
+
+def dead_letters(out: Path, *, as_json: bool = False) -> str:
+    """`courtly stats --dead-letters`: the pages whose extraction killed or hung
+    a worker twice (raw bytes in the WARC files; links never extracted)."""
+    store = _open(out)
+    try:
+        rows = store.dead_letters(DEAD_LETTERS_LISTED_MAX + 1)
+        total = store.counts()["dead_letters"]
+    finally:
+        store.close()
+    rows = rows[:DEAD_LETTERS_LISTED_MAX]
+    if as_json:
+        return json.dumps({"total": total, "listed": len(rows),
+                           "dead_letters": [{"url": u, "at": at, "reason": r} for u, at, r in rows]}, indent=2)
+    if not rows:
+        return "no dead letters: every fetched page went through link extraction"
+    lines = [f"{total} dead letter(s): pages whose link extraction failed twice (their raw bytes are in the WARC)"]
+    lines += [f"  {_when(at)}  {u}\n      {r}" for u, at, r in rows]
+    if total > len(rows):
+        lines.append(f"  ... and {total - len(rows)} more, not listed")
+    return "\n".join(lines)
 
 
 def stats(out: Path, *, as_json: bool = False) -> str:
@@ -131,11 +158,12 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         f"hosts (keys)   {c['hosts']}",
         "HTTP statuses  " + ("  ".join(f"{k}: {v}" for k, v in c["statuses"].items()) or "-"),
         f"WARC           {c['warc_files']} files, {c['warc_bytes'] / 2**20:.1f} MiB",
-        f"dead letters   {c['dead_letters']}",
+        f"dead letters   {c['dead_letters']}" + (" (courtly stats --dead-letters)" if c["dead_letters"] else ""),
         f"budget         exact duplicates {c['flags'].get('exact_dup', 0)} (stored as revisits), "
         f"near-duplicates {c['flags'].get('near_dup', 0)}, soft-404s {c['flags'].get('soft404', 0)}, "
         f"budget denials {c['reasons'].get('budget', 0)}, trap denials {c['reasons'].get('trap', 0)}, "
         f"open trap suspects {c['trap_suspects_open']} (courtly review)",
+        f"noindex pages  {c['flags'].get('noindex', 0)} (kept in the WARC files, left out of text exports)",
         "not fetched, by reason:",
     ]
     if c["reasons"]:
@@ -202,6 +230,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         tiers = json.loads(raw) if raw else []
         by_day = store.fetches_by_day()
         counts = store.counts()
+        complaints = open_complaints(store)
         now = time.time()
         throttled = sorted(
             ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
@@ -212,7 +241,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
     data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
-            "not_fetched": counts["reasons"]}
+            "not_fetched": counts["reasons"], "abuse_complaints_open": complaints}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -229,6 +258,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
     lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
+    lines.append(f"open abuse complaints (their keys are slowed; courtly abuse --resolve ID): {len(complaints)}")
+    lines += [line for r in complaints for line in complaint_lines(r)]
     lines.append("top reasons URLs were not fetched")
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
     return "\n".join(lines)
@@ -341,8 +372,9 @@ def rewrite_purged_originals(out: Path) -> str:
                if report.open_files_skipped else ""))
 
 
-def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
-    """`courtly export warc|cdxj|text`: never emits purged content."""
+def export(out: Path, kind: str, to: Path, *, as_json: bool = False, include_noindex: bool = False) -> str:
+    """`courtly export warc|cdxj|text`: never emits purged content (nor, in
+    text, noindex pages unless `include_noindex`)."""
     from courtly.shell import export as ex
 
     store = _open(out)
@@ -359,14 +391,16 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
         report = ex.export_cdxj(warc_dir, plist, to)
     elif kind == "text":
         decoded_max, ratio_max = _fetch_limits(out)
-        report = ex.export_text(warc_dir, plist, to, decoded_bytes_max=decoded_max, decode_ratio_max=ratio_max)
+        report = ex.export_text(warc_dir, plist, to, decoded_bytes_max=decoded_max, decode_ratio_max=ratio_max,
+                                include_noindex=include_noindex, token=_robots_token(out))
     else:
         raise ValueError(f"export kind must be warc, cdxj or text, not {kind!r}")
     if as_json:
         return json.dumps({"kind": kind, "purges": len(plist), "files_in": report.files_in,
                            "files_out": report.files_out, "records_kept": report.records_kept,
                            "records_dropped": report.records_dropped, "lines": report.lines,
-                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs})
+                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs,
+                           "noindex_left_out": report.noindex_left_out})
     return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)")
 
 
@@ -380,6 +414,17 @@ def _not_a_crawl_file(out: Path, to: Path) -> None:
     if target in {folder / name for name in CRAWL_FILES} or folder / "warc" in target.parents:
         raise ValueError(f"--to {to} would replace a file of the crawl folder {out}; "
                          "choose a path outside its database and WARC files")
+
+
+def _robots_token(out: Path) -> str:
+    """robots.token of the crawl's last run (X-Robots-Tag may name it), else the default."""
+    from courtly.config import RobotsSection
+
+    try:
+        token = json.loads((out / "config.json").read_text()).get("robots", {}).get("token")
+    except (OSError, ValueError, AttributeError):
+        token = None
+    return token if isinstance(token, str) and token else RobotsSection().token
 
 
 def _fetch_limits(out: Path) -> tuple[int, float]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from courtly import __version__
 from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
 from courtly.core.hints import named_like_hints
+from courtly.core.links import link_fields
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import host_of_normalized, origin_text_of_normalized
 from courtly.runtime.recrawl import XML_TYPES
@@ -224,6 +225,8 @@ class Results:
             judged = c.budget.page(
                 url=item.url, key=item.key, host=host_of_normalized(item.url), origin=origin, content=result.content,
                 content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)
+            if page.noindex:   # marked in the fetch log's flags: text exports leave it out
+                c.batch.flags.append((item.url, now, "noindex", _noindex_source(xrt, item.url, c.token)))
             if c.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)
             if c.recrawl.enabled:
@@ -231,6 +234,13 @@ class Results:
             for o in c.observers:
                 o.on_parsed(item.url, now)
         c.batch.fetched.append((now, result.status, item.url))
+
+
+def _noindex_source(x_robots_tag: str, url: str, token: str) -> str:
+    """Which directive made a page noindex: the header (read alone) or the page's meta tag."""
+    header_says = link_fields(b"", url, content_type="application/octet-stream", x_robots_tag=x_robots_tag,
+                              user_agent_token=token)[2]
+    return "X-Robots-Tag" if header_says else "meta robots"
 
 
 def is_xml(result, url: str) -> bool:

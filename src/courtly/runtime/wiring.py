@@ -98,6 +98,18 @@ def same_politeness_key(store: SqliteStore, cfg: Config, out: Path) -> None:
             f"(its queued URLs are keyed so): set it back, or crawl into another --out")
 
 
+def same_normalization(store: SqliteStore, cfg: Config) -> None:
+    """A crawl folder keeps the URL normalisation rules it was made with
+    (runtime/normalization): recorded at the first run, a resume under
+    others is refused (RulesChanged, a ConfigError) before anything is written."""
+    from courtly.ports import Batch
+    from courtly.runtime.normalization import META_KEY, rules_meta
+
+    meta = rules_meta(store.get_meta(META_KEY), cfg)
+    if meta:
+        store.apply(Batch(meta=meta))
+
+
 def resolve_overrides(cfg: Config) -> dict[str, list[str]]:
     """Host pins from network.resolve ("host:ip") and network.hosts_file (JSON).
     Also checks the coverage canaries file, so a bad one stops nothing mid-way."""
@@ -249,7 +261,8 @@ async def run_crawl(
     store = SqliteStore(out / "crawl.db")
     try:
         same_politeness_key(store, cfg, out)
-    except CrawlFolderError:
+        same_normalization(store, cfg)
+    except (CrawlFolderError, ConfigError):
         store.close()
         raise
     (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))

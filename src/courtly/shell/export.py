@@ -9,7 +9,11 @@ still be published:
 * ``export_cdxj``: one merged, sorted CDXJ index of the records kept, naming
   the crawl's own files (for replay from the crawl folder);
 * ``export_text``: JSON lines ``{url, fetched_at, title?, text}``, the main
-  text (``core.maintext``) of every kept 2xx HTML or plain-text page;
+  text (``core.maintext``) of every kept 2xx HTML or plain-text page, except
+  pages that ask not to be indexed (``<meta name=robots content=noindex>``
+  or ``X-Robots-Tag: noindex``, for all agents or our token) unless
+  ``include_noindex`` (then their rows carry ``"noindex": true``). Such pages
+  stay in the WARC exports: an archive keeps them, a text index does not;
 * ``rewrite_originals``: the crawl's own files rewritten without purged
   records (``[warc] keep_purged_originals = false``), re-indexed, with a map of
   the moved records for the fetch log.
@@ -69,6 +73,7 @@ class ExportReport:
     records_dropped: int = 0
     lines: int = 0
     open_files_skipped: int = 0
+    noindex_left_out: int = 0
     outputs: list[str] = field(default_factory=list)
 
     def render(self, what: str) -> str:
@@ -77,6 +82,8 @@ class ExportReport:
             parts.append(f"{self.files_out} file(s) written")
         if self.lines:
             parts.append(f"{self.lines} line(s) written")
+        if self.noindex_left_out:
+            parts.append(f"{self.noindex_left_out} noindex page(s) left out (--include-noindex keeps them)")
         if self.open_files_skipped:
             parts.append(f"{self.open_files_skipped} file(s) still being written skipped")
         return ", ".join(parts)
@@ -279,9 +286,11 @@ def _offset(line: str) -> int:
 
 
 def export_text(warc_dir: Path, purges: PurgeList, to_file: Path, *, decoded_bytes_max: int,
-                decode_ratio_max: float) -> ExportReport:
-    """JSON lines {url, fetched_at, title?, text}: the main text of every kept
-    2xx HTML or plain-text page (revisits, robots.txt and probes left out)."""
+                decode_ratio_max: float, include_noindex: bool = False, token: str = "courtly") -> ExportReport:
+    """JSON lines {url, fetched_at, title?, noindex?, text}: the main text of
+    every kept 2xx HTML or plain-text page (revisits, robots.txt and probes
+    left out; noindex pages too unless `include_noindex`). `token` is the
+    crawl's robots.token, which `X-Robots-Tag: token: noindex` names."""
     files, still_open = warc_files(warc_dir)
     report = ExportReport(files_in=len(files), open_files_skipped=still_open)
     tmp = _output_file(to_file)
@@ -290,7 +299,10 @@ def export_text(warc_dir: Path, purges: PurgeList, to_file: Path, *, decoded_byt
             plans = plan_file(src, purges)
             report.records_kept += sum(p.keep for p in plans)
             report.records_dropped += sum(not p.keep for p in plans)
-            for row in _texts(src, plans, decoded_bytes_max, decode_ratio_max):
+            for row in _texts(src, plans, decoded_bytes_max, decode_ratio_max, token):
+                if row.get("noindex") and not include_noindex:
+                    report.noindex_left_out += 1
+                    continue
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 report.lines += 1
         out.flush()
@@ -300,7 +312,8 @@ def export_text(warc_dir: Path, purges: PurgeList, to_file: Path, *, decoded_byt
     return report
 
 
-def _texts(src: Path, plans: list[RecordPlan], decoded_bytes_max: int, ratio_max: float) -> Iterator[dict]:
+def _texts(src: Path, plans: list[RecordPlan], decoded_bytes_max: int, ratio_max: float,
+           token: str) -> Iterator[dict]:
     from courtly.core.links import extract_links, is_html
     from courtly.core.maintext import main_text
     from courtly.shell.decode import decode_body
@@ -328,9 +341,13 @@ def _texts(src: Path, plans: list[RecordPlan], decoded_bytes_max: int, ratio_max
         if not text:
             continue
         row: dict = {"url": plan.url, "fetched_at": plan.date}
-        if html:
-            title = extract_links(decoded.content, plan.url, content_type=ctype, links_max=0).title
-            if title:
-                row["title"] = title
+        # the same reading of meta robots and X-Robots-Tag as the crawl's (core.links)
+        page = extract_links(decoded.content, plan.url, content_type=ctype, links_max=0,
+                             x_robots_tag="\n".join(v for k, v in rec.http_headers if k.lower() == "x-robots-tag"),
+                             user_agent_token=token)
+        if html and page.title:
+            row["title"] = page.title
+        if page.noindex:
+            row["noindex"] = True
         row["text"] = text
         yield row

@@ -94,7 +94,7 @@ CREATE INDEX IF NOT EXISTS fetches_url ON fetches(url);
 CREATE TABLE IF NOT EXISTS hosts (key TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (origin TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404, per fetch
+CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404 | noindex, per fetch
     url TEXT NOT NULL, at REAL NOT NULL, flag TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS flags_url ON flags(url);
 -- first capture of each payload (exact dedup), in the order captured: read
@@ -112,6 +112,10 @@ CREATE TABLE IF NOT EXISTS purges (             -- takedowns (courtly purge), in
     id INTEGER PRIMARY KEY, scope TEXT NOT NULL, value TEXT NOT NULL, reason TEXT NOT NULL,
     at REAL NOT NULL,               -- recorded
     applied_at REAL);               -- taken up by a running crawl (NULL: none was running)
+CREATE TABLE IF NOT EXISTS abuse_complaints (   -- courtly abuse: the host's key is slowed while open
+    id INTEGER PRIMARY KEY, host TEXT NOT NULL, key TEXT NOT NULL, contact TEXT NOT NULL,
+    note TEXT NOT NULL, recorded_at REAL NOT NULL,
+    resolved_at REAL);              -- NULL while open
 """
 
 
@@ -281,6 +285,10 @@ class SqliteStore:
     def url_flags(self, url: str) -> list[tuple]:
         return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
 
+    def dead_letters(self, limit: int) -> list[tuple]:
+        """(url, at, reason) of the pages extraction gave up on, oldest first, at most `limit`."""
+        return self._db.execute("SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,)).fetchall()
+
     def count_denied(self, key: str, reason: str) -> int:
         return self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
                                 (key, reason)).fetchone()[0]
@@ -413,6 +421,28 @@ class SqliteStore:
                 f" WHERE {state} AND {where} AND courtly_purged(url) AND reason IS NOT 'purged'",
                 (purge.value, detail)).rowcount
         return counts
+
+    # ---- abuse complaints -----------------------------------------------------
+
+    def add_complaint(self, host: str, key: str, contact: str, note: str, at: float) -> int:
+        """Record an open complaint (one statement: its own transaction); returns its id."""
+        cur = self._db.execute(
+            "INSERT INTO abuse_complaints(host, key, contact, note, recorded_at) VALUES (?, ?, ?, ?, ?)",
+            (host, key, contact, note, at))
+        self.statements += 1
+        return cur.lastrowid
+
+    def resolve_complaint(self, complaint_id: int, at: float) -> bool:
+        """Close an open complaint; False if there is no open one of that id."""
+        n = self._db.execute("UPDATE abuse_complaints SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL",
+                             (at, complaint_id)).rowcount
+        self.statements += 1
+        return n == 1
+
+    def complaints(self, *, open_only: bool = False) -> list[tuple]:
+        """(id, host, key, contact, note, recorded_at, resolved_at), oldest first."""
+        sql = "SELECT id, host, key, contact, note, recorded_at, resolved_at FROM abuse_complaints"
+        return self._db.execute(sql + (" WHERE resolved_at IS NULL" if open_only else "") + " ORDER BY id").fetchall()
 
     def update_warc_refs(self, filename: str, moved: dict[int, int | None]) -> int:
         """Point the fetch log at the records' new offsets after the WARC file
