@@ -1,0 +1,335 @@
+"""The headless browser: Debian's chromium, driven by Playwright, on a closed network.
+
+What it owns: one browser process, a capped pool of isolated contexts, the
+time limits of a render, restarts, and the rule that no request leaves the
+browser on its own. What a subrequest may do is not decided here: every
+request the page makes goes to the `SubrequestGate` the caller passes
+(runtime/render.py holds courtly's rules), and its answer is fulfilled into
+the page or the request is aborted.
+
+Theory of operation
+-------------------
+* `ChromiumRenderer.available()` says why rendering cannot run (no
+  playwright, no executable) or "" when it can; the browser itself starts at
+  the first render. Playwright's own browsers are never used or downloaded:
+  the executable is `[render] executable_path`.
+* The browser is launched headless with background networking, component
+  updates, sync and QUIC off, no first-run, no GPU, `--no-sandbox` only when
+  running as root (chromium refuses to start otherwise), a host resolver
+  that resolves nothing and a proxy that is a closed port: a request that
+  escaped the route (it cannot, but a WebSocket or a browser feature might
+  try) has nowhere to go.
+* A render takes a slot (`contexts_max`), opens a fresh context (service
+  workers blocked, downloads refused, no storage shared between renders),
+  routes `**/*` to `_route`: the page's own document is fulfilled from the
+  raw response courtly already fetched (the page is never fetched twice), any
+  other request is handed to the gate, which returns a `SubResponse` or a
+  refusal reason (then the request is aborted). Navigation has its own
+  timeout (`navigation_s`); the whole render, settling time and the DOM
+  read included, ends at `deadline_s`, by cancellation if need be. A page
+  whose script never yields has no DOM to read: the render ends `DEADLINE`
+  and its context is closed.
+* The browser is restarted after `renders_per_browser_max` renders, when its
+  process tree's resident memory passes `memory_bytes_max`, after a crash,
+  or after a context that would not close (a hung browser). A restart waits
+  for the renders in flight. `Rendered.outcome` says when a page crashed or
+  hung the browser; the caller keeps count (two strikes: a dead letter).
+
+Rules: every wait bounded; nothing fetched by the browser itself; the clock is
+the injected one (`clock.now()` for durations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Awaitable, Callable, Mapping
+
+__all__ = ["ChromiumRenderer", "Rendered", "RenderOutcome", "SubResponse", "SubRequest",
+           "SubrequestGate", "browser_args"]
+
+log = logging.getLogger("courtly")
+
+CLOSE_S = 5.0      # a context that does not close in this time: the browser is hung
+LAUNCH_S = 30.0
+# headers that describe the wire form of a body; the page is given the decoded one
+_WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection",
+                           "keep-alive", "x-crawler-transfer-encoding"})
+_MEDIA = frozenset({"image", "font", "media"})
+
+
+class RenderOutcome(StrEnum):
+    RENDERED = "rendered"
+    DEADLINE = "deadline"          # the page did not finish within deadline_s: no DOM
+    CRASHED = "crashed"            # the page or the browser died
+    HUNG = "hung"                  # the browser stopped answering (restarted)
+    FAILED = "failed"              # anything else the browser reported
+
+
+@dataclass(frozen=True, slots=True)
+class SubRequest:
+    url: str
+    method: str
+    resource_type: str
+    headers: Mapping[str, str]
+    page_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubResponse:
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+SubrequestGate = Callable[[SubRequest], Awaitable["SubResponse | str"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    url: str
+    outcome: RenderOutcome
+    dom: bytes = b""               # the serialised DOM, UTF-8
+    elapsed_s: float = 0.0
+    detail: str = ""
+    subrequests: int = 0           # handed to the gate
+    refused: tuple[str, ...] = field(default_factory=tuple)   # refusal reasons, one per refused request
+
+
+def browser_args(*, as_root: bool) -> list[str]:
+    """Chromium's flags for a closed network (see the module doc)."""
+    args = ["--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-quic", "--no-first-run", "--disable-gpu", "--disable-default-apps",
+            "--disable-extensions", "--disable-domain-reliability", "--no-pings", "--mute-audio",
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--disable-dev-shm-usage"]
+    if as_root:
+        args.append("--no-sandbox")
+    return args
+
+
+class ChromiumRenderer:
+    def __init__(self, *, executable_path: str, clock, contexts_max: int = 2, navigation_s: float = 10.0,
+                 deadline_s: float = 20.0, settle_s: float = 1.0, renders_per_browser_max: int = 200,
+                 memory_bytes_max: int = 2**30, user_agent: str = "courtly") -> None:
+        self.executable_path = executable_path
+        self.clock = clock
+        self.navigation_s = navigation_s
+        self.deadline_s = deadline_s
+        self.settle_s = settle_s
+        self.renders_per_browser_max = renders_per_browser_max
+        self.memory_bytes_max = memory_bytes_max
+        self.user_agent = user_agent
+        self._slots = asyncio.Semaphore(contexts_max)
+        self._playwright = None
+        self._browser = None
+        self._renders = 0            # by the current browser
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._retire = False         # restart when the renders in flight end
+        self._start_lock = asyncio.Lock()
+        self.restarts = 0
+        self.restart_reasons: dict[str, int] = {}
+
+    def available(self) -> str:
+        """'' when a render can start, else one line saying why not."""
+        if importlib.util.find_spec("playwright") is None:
+            return "the Python package playwright is not installed (pip install 'courtly[render]')"
+        if not os.access(self.executable_path, os.X_OK):
+            return f"no browser at {self.executable_path} (apt-get install chromium, or set render.executable_path)"
+        return ""
+
+    async def close(self) -> None:
+        await self._stop_browser()
+        if self._playwright is not None:
+            pw, self._playwright = self._playwright, None
+            await asyncio.wait_for(pw.stop(), LAUNCH_S)
+
+    # ---- one render ---------------------------------------------------------------
+
+    async def render(self, url: str, document: SubResponse, gate: SubrequestGate) -> Rendered:
+        """Render `url`, whose raw answer is `document`; every other request goes to `gate`."""
+        async with self._slots:
+            browser = await self._browser_for_render()
+            self._in_flight += 1
+            self._idle.clear()
+            started = self.clock.now()
+            state = _RenderState(url, document, gate)
+            context = None
+            try:
+                context = await browser.new_context(service_workers="block", accept_downloads=False,
+                                                    user_agent=self.user_agent, bypass_csp=False)
+                result = await asyncio.wait_for(self._run(context, state), self.deadline_s)
+            except asyncio.TimeoutError:
+                result = (RenderOutcome.DEADLINE, b"", f"not done within {self.deadline_s:g} s")
+            except Exception as e:    # the browser's errors have no stable types
+                crashed = "crash" in str(e).lower() or "closed" in str(e).lower()
+                result = (RenderOutcome.CRASHED if crashed else RenderOutcome.FAILED, b"", _line(e))
+            finally:
+                if context is not None and not await self._close_context(context):
+                    result = (RenderOutcome.HUNG, b"", "its context would not close")
+                    self._retire_browser("hung")
+                self._renders += 1
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.set()
+            outcome, dom, detail = result
+            if outcome is RenderOutcome.CRASHED:
+                self._retire_browser("crash")
+            return Rendered(url, outcome, dom, self.clock.now() - started, detail,
+                            state.handed, tuple(state.refused))
+
+    async def _run(self, context, state: "_RenderState") -> tuple[RenderOutcome, bytes, str]:
+        await context.route("**/*", state.route)
+        page = await context.new_page()
+        crashed = asyncio.get_running_loop().create_future()
+        page.on("crash", lambda _p: crashed.done() or crashed.set_result(None))
+        nav = asyncio.ensure_future(page.goto(state.url, wait_until="load", timeout=self.navigation_s * 1000))
+        await asyncio.wait((nav, crashed), return_when=asyncio.FIRST_COMPLETED)
+        if crashed.done():
+            nav.cancel()
+            return RenderOutcome.CRASHED, b"", "the page crashed"
+        nav.result()   # a navigation error or timeout raises here
+        settle = asyncio.ensure_future(page.wait_for_load_state("networkidle", timeout=self.settle_s * 1000))
+        await asyncio.wait((settle, crashed), timeout=self.settle_s)
+        settle.cancel()
+        await asyncio.gather(settle, return_exceptions=True)
+        await asyncio.sleep(0)
+        if crashed.done():
+            return RenderOutcome.CRASHED, b"", "the page crashed"
+        html = await page.content()
+        return RenderOutcome.RENDERED, html.encode("utf-8", "surrogatepass"), ""
+
+    async def _close_context(self, context) -> bool:
+        try:
+            await asyncio.wait_for(context.close(), CLOSE_S)
+            return True
+        except Exception:    # a timeout or a dead browser: either way, restart it
+            return False
+
+    # ---- the browser -----------------------------------------------------------------
+
+    def _retire_browser(self, why: str) -> None:
+        if not self._retire:
+            self._retire = True
+            self.restart_reasons[why] = self.restart_reasons.get(why, 0) + 1
+
+    async def _browser_for_render(self):
+        async with self._start_lock:
+            if self._browser is not None and not self._retire:
+                if self._renders >= self.renders_per_browser_max:
+                    self._retire_browser("renders")
+                elif not self._browser.is_connected():
+                    self._retire_browser("crash")
+                elif self._renders and self._renders % 10 == 0 and tree_rss() > self.memory_bytes_max:
+                    self._retire_browser("memory")
+            if self._retire and self._browser is not None:
+                await self._idle.wait()      # the renders in flight end first (each within its deadline)
+                await self._stop_browser()
+                self.restarts += 1
+            if self._browser is None:
+                await self._start_browser()
+            return self._browser
+
+    async def _start_browser(self) -> None:
+        if self._playwright is None:
+            from playwright.async_api import async_playwright   # the [render] extra
+
+            self._playwright = await asyncio.wait_for(async_playwright().start(), LAUNCH_S)
+        self._browser = await self._playwright.chromium.launch(
+            executable_path=self.executable_path, headless=True, args=browser_args(as_root=os.geteuid() == 0),
+            chromium_sandbox=False, proxy={"server": "http://127.0.0.1:9"}, timeout=LAUNCH_S * 1000,
+            handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        self._renders = 0
+        self._retire = False
+
+    async def _stop_browser(self) -> None:
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            try:
+                await asyncio.wait_for(browser.close(), CLOSE_S)
+            except Exception:
+                log.warning("render: the browser did not close in %s s; it is left to Playwright", CLOSE_S)
+
+
+class _RenderState:
+    """One render's routing: the document from the raw answer, the rest through the gate."""
+
+    def __init__(self, url: str, document: SubResponse, gate: SubrequestGate) -> None:
+        self.url = url
+        self.document = document
+        self.gate = gate
+        self.document_served = False
+        self.handed = 0
+        self.refused: list[str] = []
+
+    async def route(self, route) -> None:
+        request = route.request
+        try:
+            if not self.document_served and request.is_navigation_request() and request.url == self.url \
+                    and request.frame.parent_frame is None:
+                self.document_served = True
+                await _fulfill(route, self.document)
+                return
+            self.handed += 1
+            answer = await self.gate(SubRequest(request.url, request.method, request.resource_type,
+                                                request.headers, self.url))
+            if isinstance(answer, str):
+                self.refused.append(answer)
+                await route.abort("blockedbyclient")
+            else:
+                await _fulfill(route, answer)
+        except Exception as e:   # the page went away meanwhile; nothing to answer
+            log.debug("render: route of %s ended: %s", request.url, _line(e))
+
+
+async def _fulfill(route, answer: SubResponse) -> None:
+    headers = {k: v for k, v in answer.headers if k.lower() not in _WIRE_HEADERS}
+    await route.fulfill(status=answer.status or 502, headers=headers, body=answer.body)
+
+
+def wire_free_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """A response's headers as pairs, for a `SubResponse`."""
+    return tuple((k, v) for k, v in (headers or {}).items())
+
+
+def is_media(resource_type: str) -> bool:
+    return resource_type in _MEDIA
+
+
+def tree_rss(root: int | None = None) -> int:
+    """Resident bytes of this process's descendants (the driver and the browser), from /proc."""
+    root = os.getpid() if root is None else root
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0
+    for entry in entries[:100_000]:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry}/statm", "rb") as f:
+                rss[int(entry)] = int(f.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+        parents[int(entry)] = int(stat[1])
+    total = 0
+    for pid in rss:
+        p, hops = parents.get(pid), 0
+        while p and p != root and hops < 64:
+            p, hops = parents.get(p), hops + 1
+        if p == root and pid != root:
+            total += rss[pid]
+    return total
+
+
+def _line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
