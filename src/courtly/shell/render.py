@@ -45,12 +45,11 @@ import asyncio
 import importlib.util
 import logging
 import os
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Awaitable, Callable, Mapping
+from typing import Mapping
 
-__all__ = ["ChromiumRenderer", "Rendered", "RenderOutcome", "SubResponse", "SubRequest",
-           "SubrequestGate", "browser_args"]
+from courtly.core.render import Rendered, RenderOutcome, SubRequest, SubResponse, SubrequestGate
+
+__all__ = ["ChromiumRenderer", "browser_args", "tree_rss"]
 
 log = logging.getLogger("courtly")
 
@@ -59,45 +58,6 @@ LAUNCH_S = 30.0
 # headers that describe the wire form of a body; the page is given the decoded one
 _WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection",
                            "keep-alive", "x-crawler-transfer-encoding"})
-_MEDIA = frozenset({"image", "font", "media"})
-
-
-class RenderOutcome(StrEnum):
-    RENDERED = "rendered"
-    DEADLINE = "deadline"          # the page did not finish within deadline_s: no DOM
-    CRASHED = "crashed"            # the page or the browser died
-    HUNG = "hung"                  # the browser stopped answering (restarted)
-    FAILED = "failed"              # anything else the browser reported
-
-
-@dataclass(frozen=True, slots=True)
-class SubRequest:
-    url: str
-    method: str
-    resource_type: str
-    headers: Mapping[str, str]
-    page_url: str
-
-
-@dataclass(frozen=True, slots=True)
-class SubResponse:
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-
-
-SubrequestGate = Callable[[SubRequest], Awaitable["SubResponse | str"]]
-
-
-@dataclass(frozen=True, slots=True)
-class Rendered:
-    url: str
-    outcome: RenderOutcome
-    dom: bytes = b""               # the serialised DOM, UTF-8
-    elapsed_s: float = 0.0
-    detail: str = ""
-    subrequests: int = 0           # handed to the gate
-    refused: tuple[str, ...] = field(default_factory=tuple)   # refusal reasons, one per refused request
 
 
 def browser_args(*, as_root: bool) -> list[str]:
@@ -135,6 +95,14 @@ class ChromiumRenderer:
         self.restarts = 0
         self.restart_reasons: dict[str, int] = {}
 
+    @classmethod
+    def from_config(cls, render, *, clock, user_agent: str) -> "ChromiumRenderer":
+        """From the `[render]` section (config.RenderSection)."""
+        return cls(executable_path=render.executable_path, clock=clock, contexts_max=render.contexts_max,
+                   navigation_s=render.navigation_s, deadline_s=render.deadline_s, settle_s=render.settle_s,
+                   renders_per_browser_max=render.renders_per_browser_max,
+                   memory_bytes_max=render.memory_bytes_max, user_agent=user_agent)
+
     def available(self) -> str:
         """'' when a render can start, else one line saying why not."""
         if importlib.util.find_spec("playwright") is None:
@@ -158,7 +126,7 @@ class ChromiumRenderer:
             self._in_flight += 1
             self._idle.clear()
             started = self.clock.now()
-            state = _RenderState(url, document, gate)
+            state = _RenderState(url, document, gate, started)
             context = None
             try:
                 context = await browser.new_context(service_workers="block", accept_downloads=False,
@@ -193,12 +161,22 @@ class ChromiumRenderer:
         if crashed.done():
             nav.cancel()
             return RenderOutcome.CRASHED, b"", "the page crashed"
-        nav.result()   # a navigation error or timeout raises here
-        settle = asyncio.ensure_future(page.wait_for_load_state("networkidle", timeout=self.settle_s * 1000))
-        await asyncio.wait((settle, crashed), timeout=self.settle_s)
+        try:
+            nav.result()
+        except Exception as e:
+            if type(e).__name__ == "TimeoutError":   # Playwright's, not asyncio's
+                return RenderOutcome.NAVIGATION, b"", _line(e)
+            raise
+        # settle: timers get settle_s, fetches until the network is idle, both
+        # within the deadline less a second left for reading the DOM
+        left_s = max(0.1, self.deadline_s - (self.clock.now() - state.started_at) - 1.0)
+        idle = asyncio.ensure_future(page.wait_for_load_state("networkidle", timeout=left_s * 1000))
+        settle = asyncio.ensure_future(asyncio.gather(idle, asyncio.sleep(min(self.settle_s, left_s)),
+                                                      return_exceptions=True))
+        await asyncio.wait((settle, crashed), timeout=left_s, return_when=asyncio.FIRST_COMPLETED)
         settle.cancel()
-        await asyncio.gather(settle, return_exceptions=True)
-        await asyncio.sleep(0)
+        idle.cancel()
+        await asyncio.gather(settle, idle, return_exceptions=True)
         if crashed.done():
             return RenderOutcome.CRASHED, b"", "the page crashed"
         html = await page.content()
@@ -259,8 +237,9 @@ class ChromiumRenderer:
 class _RenderState:
     """One render's routing: the document from the raw answer, the rest through the gate."""
 
-    def __init__(self, url: str, document: SubResponse, gate: SubrequestGate) -> None:
+    def __init__(self, url: str, document: SubResponse, gate: SubrequestGate, started_at: float) -> None:
         self.url = url
+        self.started_at = started_at
         self.document = document
         self.gate = gate
         self.document_served = False
@@ -290,15 +269,6 @@ class _RenderState:
 async def _fulfill(route, answer: SubResponse) -> None:
     headers = {k: v for k, v in answer.headers if k.lower() not in _WIRE_HEADERS}
     await route.fulfill(status=answer.status or 502, headers=headers, body=answer.body)
-
-
-def wire_free_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
-    """A response's headers as pairs, for a `SubResponse`."""
-    return tuple((k, v) for k, v in (headers or {}).items())
-
-
-def is_media(resource_type: str) -> bool:
-    return resource_type in _MEDIA
 
 
 def tree_rss(root: int | None = None) -> int:
