@@ -139,8 +139,11 @@ class ChromiumRenderer:
                 result = (RenderOutcome.CRASHED if crashed else RenderOutcome.FAILED, b"", _line(e))
             finally:
                 if context is not None and not await self._close_context(context):
-                    result = (RenderOutcome.HUNG, b"", "its context would not close")
-                    self._retire_browser("hung")
+                    if browser.is_connected():
+                        result = (RenderOutcome.HUNG, b"", "its context would not close")
+                        self._retire_browser("hung")
+                    else:
+                        result = (RenderOutcome.CRASHED, b"", "the browser went away")
                 self._renders += 1
                 self._in_flight -= 1
                 if not self._in_flight:
