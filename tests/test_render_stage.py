@@ -33,6 +33,7 @@ class _Renderer:
     def __init__(self, outcome=RenderOutcome.RENDERED):
         self.outcome = outcome
         self.rendered: list[str] = []
+        self.restart_reasons: dict[str, int] = {}
 
     def available(self) -> str:
         return ""
@@ -132,3 +133,37 @@ def test_a_page_that_crashes_the_browser_twice_becomes_a_dead_letter(tmp_path):
     assert "crashed or hung the browser 2 times" in c.batch.dead_letters[0][2]
     assert [f[2] for f in c.batch.flags].count("render_failed") == STRIKES_MAX
     c.store.close()
+
+
+def test_render_metrics_equal_the_render_stage_and_pass_promtool(tmp_path):
+    import shutil
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from courtly.shell.metrics import exposition, new_registry
+
+    c, _fetcher, renderer, _web_ = _shell_crawler(tmp_path, share_max=0.05, burst=1)
+    c.add_seeds([f"https://{h}/" for h in HOSTS])
+    asyncio.run(c.run())
+    text = exposition(new_registry(lambda: {"render": c.renders.snapshot()})).decode()
+    m = {(s.name, tuple(sorted(s.labels.items()))): s.value
+         for fam in text_string_to_metric_families(text) for s in fam.samples}
+    stats = c.renders.stats
+    assert m[("courtly_renders_total", (("outcome", "rendered"),))] == len(renderer.rendered) == stats.renders
+    assert m[("courtly_render_seconds_count", ())] == stats.attempts
+    assert m[("courtly_render_budget_raw_total", ())] == stats.budget_raw > 0
+    assert m[("courtly_render_budget_used_ratio", ())] == c.renders.policy.budget.used <= 0.05 + 1 / PAGES
+    assert m[("courtly_render_links_added_total", ())] == stats.links_added
+    c.store.close()
+    if shutil.which("promtool"):
+        done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_render_metrics_without_rendering():
+    from courtly.shell.metrics import exposition, new_registry
+
+    text = exposition(new_registry(lambda: {"render": None})).decode()
+    assert not [line for line in text.splitlines() if line.startswith("courtly_render")]

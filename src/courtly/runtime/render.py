@@ -126,6 +126,19 @@ class PageRenders:
     async def close(self) -> None:
         await self.renderer.close()
 
+    def snapshot(self) -> dict:
+        """The `render` part of the status snapshot (shell/metrics: courtly_render*)."""
+        s = self.stats
+        counts, running = [], 0
+        for n in s.render_s_buckets:
+            running += n
+            counts.append(running)
+        return {"outcomes": dict(s.outcomes), "budget_used": self.policy.budget.used, "budget_raw": s.budget_raw,
+                "links_added": s.links_added, "subrequests": s.subrequests, "blocked": dict(s.blocked),
+                "restarts": dict(self.renderer.restart_reasons),
+                "render_s": {"le": list(RENDER_S_BUCKETS), "counts": counts, "sum": s.render_s_sum,
+                             "count": running}}
+
     # ---- after a page's raw extraction ---------------------------------------------
 
     async def after_extract(self, item: UrlItem, result, content_type: str, page, record_id: str) -> None:
