@@ -60,7 +60,6 @@ __all__ = ["PageRenders", "RenderStats", "RenderRefusal", "page_renders", "STRIK
 log = logging.getLogger("courtly")
 
 STRIKES_MAX = 2            # renders that crashed or hung the browser before a page is a dead letter
-QUEUE_PER_CONTEXT = 4      # renders waiting per browser context before shells are parsed raw
 REFUSALS_FLAGGED_MAX = 50  # refused subrequests flagged per render (the rest are counted)
 RENDER_S_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 
@@ -119,7 +118,7 @@ class PageRenders:
             ShellTest(text_chars_max=r.text_chars_max, script_share_min=r.script_share_min, roots=r.roots),
             RenderBudget(r.share_max, r.burst), band_max=r.band_max, enabled=True)
         self.stats = RenderStats()
-        self.waiting_max = r.contexts_max * QUEUE_PER_CONTEXT
+        self.waiting_max = r.queue_max + r.contexts_max   # waiting for a context, and rendering
         self._active = 0                 # renders waiting for or holding a context
         self._strikes: OrderedDict[str, int] = OrderedDict()
 

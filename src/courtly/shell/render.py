@@ -65,7 +65,8 @@ def browser_args(*, as_root: bool) -> list[str]:
     args = ["--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-quic", "--no-first-run", "--disable-gpu", "--disable-default-apps",
             "--disable-extensions", "--disable-domain-reliability", "--no-pings", "--mute-audio",
-            "--host-resolver-rules=MAP * ~NOTFOUND", "--disable-dev-shm-usage"]
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--disable-dev-shm-usage", "--disable-breakpad",
+            "--disable-crash-reporter"]
     if as_root:
         args.append("--no-sandbox")
     return args
@@ -274,33 +275,55 @@ async def _fulfill(route, answer: SubResponse) -> None:
     await route.fulfill(status=answer.status or 502, headers=headers, body=answer.body)
 
 
-def tree_rss(root: int | None = None) -> int:
-    """Resident bytes of this process's descendants (the driver and the browser), from /proc."""
+def tree_rss(root: int | None = None, comm_prefix: bytes = b"chrom") -> int:
+    """Memory of the browser processes among this process's descendants (named
+    `comm_prefix`...: not the Playwright driver, not the extraction workers),
+    from /proc: proportional set size (shared pages split between the processes
+    that share them; chromium's share a lot), resident size where smaps_rollup
+    cannot be read."""
     root = os.getpid() if root is None else root
     parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
     try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+        entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
     except OSError:
         return 0
-    for entry in entries[:100_000]:
+    for pid in entries[:100_000]:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry}/statm", "rb") as f:
-                rss[int(entry)] = int(f.read().split()[1]) * page
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parents[pid] = int(f.read().rsplit(b")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        parents[int(entry)] = int(stat[1])
     total = 0
-    for pid in rss:
+    for pid in parents:
         p, hops = parents.get(pid), 0
         while p and p != root and hops < 64:
             p, hops = parents.get(p), hops + 1
-        if p == root and pid != root:
-            total += rss[pid]
+        if p == root and pid != root and _comm(pid).startswith(comm_prefix):
+            total += _memory_of(pid)
     return total
+
+
+def _comm(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().strip()
+    except OSError:
+        return b""
+
+
+def _memory_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _line(e: BaseException) -> str:
