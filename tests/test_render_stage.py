@@ -64,10 +64,10 @@ class _Warc:
         self.conversions.append(kw)
 
 
-def _shell_crawler(tmp_path, *, share_max: float, burst: int, web=None, renderer=None):
+def _shell_crawler(tmp_path, *, share_max: float, burst: int, web=None, renderer=None, **render):
     web = web or _web(seed=3)
     cfg = _config(memory_max=10_000, key_memory_max=1000).replace(
-        "render", enabled=True, share_max=share_max, burst=burst)
+        "render", enabled=True, share_max=share_max, burst=burst, **render)
     c, fetcher = _crawler(tmp_path, web, cfg)
     original = fetcher.fetch
 
@@ -167,3 +167,45 @@ def test_no_render_metrics_without_rendering():
 
     text = exposition(new_registry(lambda: {"render": None})).decode()
     assert not [line for line in text.splitlines() if line.startswith("courtly_render")]
+
+
+def test_without_a_browser_the_crawl_runs_raw_only_and_says_why_once(tmp_path, caplog):
+    import logging
+
+    from courtly.runtime.render import page_renders
+    from courtly.shell.clock import SystemClock
+    from courtly.shell.render import ChromiumRenderer
+
+    web = _web(seed=3)
+    cfg = _config(memory_max=10_000, key_memory_max=1000).replace(
+        "render", enabled=True, executable_path="/nonexistent/chromium")
+    c, fetcher = _crawler(tmp_path, web, cfg)
+    with caplog.at_level(logging.WARNING, logger="courtly"):
+        c.renders = page_renders(cfg, c, ChromiumRenderer.from_config(cfg.render, clock=SystemClock(),
+                                                                      user_agent="courtly"))
+        c.add_seeds([f"https://{h}/" for h in HOSTS])
+        asyncio.run(c.run())
+    assert c.renders is None
+    said = [r.getMessage() for r in caplog.records if "rendering is off" in r.getMessage()]
+    assert said == ["rendering is off for this crawl: no browser at /nonexistent/chromium (apt-get install "
+                    "chromium, or set render.executable_path); every page is parsed raw"]
+    assert sorted(fetcher.pages) == sorted(web)   # the crawl itself went on, raw
+    c.store.close()
+
+
+def test_shells_beyond_the_render_queue_are_parsed_raw_and_flagged(tmp_path):
+    class _SlowRenderer(_Renderer):
+        async def render(self, url, document, gate):
+            await asyncio.sleep(0.02)
+            return await super().render(url, document, gate)
+
+    c, fetcher, renderer, web = _shell_crawler(tmp_path, share_max=1.0, burst=1, renderer=_SlowRenderer(),
+                                               queue_max=1, contexts_max=1)
+    c.add_seeds([f"https://{h}/" for h in HOSTS])
+    asyncio.run(c.run())
+    flags = dict(c.store._db.execute("SELECT detail, count(*) FROM flags WHERE flag = 'render_budget' GROUP BY 1"))
+    pages = len([u for u in fetcher.pages if u in web])
+    assert flags["queue_full"] > 0
+    assert flags["queue_full"] + len(renderer.rendered) == pages   # each shell: rendered or flagged
+    assert c.renders.policy.budget.total.renders == len(renderer.rendered)   # the flagged gave theirs back
+    c.store.close()

@@ -113,3 +113,12 @@ def test_render_config_defaults_and_refusals():
         config_from_dict({"render": {"navigation_s": 30.0, "deadline_s": 20.0}})
     with pytest.raises(ConfigError, match="unknown key render.bogus"):
         config_from_dict({"render": {"bogus": 1}})
+
+
+def test_a_render_given_back_frees_its_share():
+    budget = RenderBudget(share_max=0.0, burst=1)
+    budget.fetched("k")
+    budget.rendered("k")
+    assert budget.room("k") is RenderChoice.BUDGET_KEY
+    budget.returned("k")
+    assert budget.room("k") is RenderChoice.RENDER and budget.used == 0.0

@@ -66,10 +66,12 @@ class RenderChoice(StrEnum):
     BAND = "band"                    # its priority band is too low
     BUDGET_KEY = "budget_key"        # parsed raw: the host's share is used up
     BUDGET_CRAWL = "budget_crawl"    # parsed raw: the crawl's share is used up
+    QUEUE_FULL = "queue_full"        # parsed raw: too many shells wait for the browser already
+    DEAD = "dead"                    # it crashed or hung the browser before: never rendered again
 
     @property
     def budget_ran_out(self) -> bool:
-        return self in (RenderChoice.BUDGET_KEY, RenderChoice.BUDGET_CRAWL)
+        return self in (RenderChoice.BUDGET_KEY, RenderChoice.BUDGET_CRAWL, RenderChoice.QUEUE_FULL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,12 @@ class RenderBudget:
     def rendered(self, key: str) -> None:
         self._key(key).renders += 1
         self.total.renders += 1
+
+    def returned(self, key: str) -> None:
+        """A render taken from the budget that did not happen after all."""
+        count = self._key(key)
+        count.renders = max(0, count.renders - 1)
+        self.total.renders = max(0, self.total.renders - 1)
 
     @property
     def used(self) -> float:

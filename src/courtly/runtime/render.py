@@ -144,9 +144,13 @@ class PageRenders:
         """Render `item`'s page if the policy says so; queue what only the DOM links to."""
         c = self.c
         choice, sign = self.policy.decide(item.key, item.band, content_type, result.content or b"")
-        if choice is RenderChoice.RENDER and (self._active >= self.waiting_max or not record_id
-                                              or self._strikes.get(item.url, 0) >= STRIKES_MAX):
-            choice = RenderChoice.BUDGET_CRAWL if self._active >= self.waiting_max else RenderChoice.NOT_SHELL
+        if choice is RenderChoice.RENDER:
+            if self._strikes.get(item.url, 0) >= STRIKES_MAX or not record_id:
+                choice = RenderChoice.DEAD   # (no record id: nothing for the DOM to refer to; never here)
+            elif self._active >= self.waiting_max:
+                choice = RenderChoice.QUEUE_FULL
+            if choice is not RenderChoice.RENDER:
+                self.policy.budget.returned(item.key)
         if choice.budget_ran_out:
             self.stats.budget_raw += 1
             c.batch.flags.append((item.url, c.clock.now(), "render_budget", str(choice)))
