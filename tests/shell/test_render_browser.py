@@ -166,3 +166,18 @@ def test_the_browser_is_restarted_after_n_renders_and_after_a_crash():
 def test_available_says_why_without_a_browser():
     r = ChromiumRenderer(executable_path="/nonexistent/chromium", clock=SystemClock())
     assert "no browser at /nonexistent/chromium" in r.available()
+
+
+def test_the_browser_is_restarted_when_its_memory_passes_the_cap():
+    async def scenario():
+        renderer = _renderer(memory_bytes_max=1)   # any browser is above one byte
+        try:
+            for _ in range(2):
+                out = await renderer.render("http://spa.test/", SubResponse(200, HTML, SPA), Gate())
+                assert out.outcome is RenderOutcome.RENDERED
+        finally:
+            await renderer.close()
+        return renderer
+
+    renderer = asyncio.run(scenario())
+    assert renderer.restart_reasons == {"memory": 1} and renderer.restarts == 1

@@ -30,7 +30,8 @@ Theory of operation
   whose script never yields has no DOM to read: the render ends `DEADLINE`
   and its context is closed.
 * The browser is restarted after `renders_per_browser_max` renders, when its
-  process tree's resident memory passes `memory_bytes_max`, after a crash,
+  processes' memory (PSS, read from /proc before each render) passes
+  `memory_bytes_max`, after a crash,
   or after a context that would not close (a hung browser). A restart waits
   for the renders in flight. `Rendered.outcome` says when a page crashed or
   hung the browser; the caller keeps count (two strikes: a dead letter).
@@ -207,7 +208,7 @@ class ChromiumRenderer:
                     self._retire_browser("renders")
                 elif not self._browser.is_connected():
                     self._retire_browser("crash")
-                elif self._renders and self._renders % 10 == 0 and tree_rss() > self.memory_bytes_max:
+                elif self._renders and tree_rss() > self.memory_bytes_max:   # ~1 ms of /proc reads
                     self._retire_browser("memory")
             if self._retire and self._browser is not None:
                 await self._idle.wait()      # the renders in flight end first (each within its deadline)
