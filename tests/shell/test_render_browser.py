@@ -181,3 +181,12 @@ def test_the_browser_is_restarted_when_its_memory_passes_the_cap():
 
     renderer = asyncio.run(scenario())
     assert renderer.restart_reasons == {"memory": 1} and renderer.restarts == 1
+
+
+def test_a_failing_gate_is_raised_not_taken_for_a_refusal():
+    class Broken(Gate):
+        async def __call__(self, req):
+            raise KeyError("a bug in the rules")
+
+    with pytest.raises(KeyError, match="a bug in the rules"):
+        _render(_renderer(), "http://spa.test/", SPA, Broken())

@@ -150,6 +150,8 @@ class ChromiumRenderer:
                 self._in_flight -= 1
                 if not self._in_flight:
                     self._idle.set()
+            if state.error is not None:
+                raise state.error   # a bug in the caller's rules: never hidden as a refusal
             outcome, dom, detail = result
             if outcome is RenderOutcome.CRASHED:
                 self._retire_browser("crash")
@@ -250,6 +252,7 @@ class _RenderState:
         self.document_served = False
         self.handed = 0
         self.refused: list[str] = []
+        self.error: Exception | None = None   # the gate's own failure: a bug, raised by `render`
 
     async def route(self, route) -> None:
         request = route.request
@@ -260,8 +263,14 @@ class _RenderState:
                 await _fulfill(route, self.document)
                 return
             self.handed += 1
-            answer = await self.gate(SubRequest(request.url, request.method, request.resource_type,
-                                                request.headers, self.url))
+            try:
+                answer = await self.gate(SubRequest(request.url, request.method, request.resource_type,
+                                                    request.headers, self.url))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.error = self.error or e
+                answer = "error"
             if isinstance(answer, str):
                 self.refused.append(answer)
                 await route.abort("blockedbyclient")
