@@ -180,20 +180,21 @@ class PageRenders:
             return
         self.stats.renders += 1
         c.warc.write_conversion(
-            url=item.url, fetched_at=result.started_at + rendered.elapsed_s, body=rendered.dom,
+            url=item.url, fetched_at=now, body=rendered.dom,
             content_type="text/html; charset=utf-8", refers_to_record_id=record_id,
             refers_to_uri=item.url, refers_to_date=result.started_at,
             metadata={"software": f"courtly/{__version__}", "conversion": "rendered-dom",
                       "render-shell-sign": sign, "render-subrequests": str(gate.sent),
                       "render-refused": str(gate.refused)})
-        added = await self._queue_new_links(item, page, rendered.dom, now)
+        xrt = result.headers.get("x-robots-tag", "") if result.headers else ""   # the page's header still applies
+        added = await self._queue_new_links(item, page, rendered.dom, xrt, now)
         c.batch.flags.append((item.url, now, "rendered", f"{sign}: {added} new links, {gate.sent} subrequests"))
 
-    async def _queue_new_links(self, item: UrlItem, raw_page, dom: bytes, now: float) -> int:
+    async def _queue_new_links(self, item: UrlItem, raw_page, dom: bytes, xrt: str, now: float) -> int:
         c = self.c
         if c.cfg.crawl.intent == "monitor":
             return 0   # a watch list discovers nothing
-        page = await c.extractor.submit(dom, item.url, "text/html; charset=utf-8")
+        page = await c.extractor.submit(dom, item.url, "text/html; charset=utf-8", xrt)
         if not hasattr(page, "links"):
             return 0
         known = {link.url for link in raw_page.links}
