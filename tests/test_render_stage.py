@@ -209,3 +209,30 @@ def test_shells_beyond_the_render_queue_are_parsed_raw_and_flagged(tmp_path):
     assert flags["queue_full"] + len(renderer.rendered) == pages   # each shell: rendered or flagged
     assert c.renders.policy.budget.total.renders == len(renderer.rendered)   # the flagged gave theirs back
     c.store.close()
+
+
+def test_a_subrequest_whose_turn_comes_after_the_render_deadline_is_dropped_unsent(tmp_path):
+    from courtly.core.render import SubRequest
+    from courtly.runtime.render import SubrequestGate
+
+    c, fetcher, _renderer, _web_ = _shell_crawler(tmp_path, share_max=1.0, burst=1)
+    url = f"https://{HOSTS[0]}/api"
+    gate = SubrequestGate(c.renders, f"https://{HOSTS[0]}/")
+
+    async def ask(deadline_in_s: float):
+        now = c.clock.now()
+        return await gate(SubRequest(url, "GET", "fetch", {}, f"https://{HOSTS[0]}/", now + deadline_in_s))
+
+    async def scenario():
+        first = await ask(5.0)                           # robots.txt, then the request itself
+        c.politeness.hold_all_until(c.clock.now() + 100.0)   # the next turn is 100 s away
+        second = await ask(5.0)
+        return first, second
+
+    first, second = asyncio.run(scenario())
+    assert first.status == 404 and fetcher.pages.count(url) == 1   # sent once, answered into the page
+    assert second == "deadline" and fetcher.pages.count(url) == 1  # dropped, never sent
+    assert c.renders.stats.blocked == {"deadline": 1}
+    assert [f[2:] for f in c.batch.flags if f[2] == "render_blocked"] == [
+        ("render_blocked", f"deadline: https://{HOSTS[0]}/")]
+    c.store.close()

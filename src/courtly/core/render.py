@@ -31,6 +31,7 @@ class SubRequest:
     resource_type: str             # the browser's: document, script, fetch, xhr, image, ...
     headers: Mapping[str, str]
     page_url: str
+    deadline_at: float = float("inf")   # the render's end (the browser's clock): a later turn is no turn
 
 
 @dataclass(frozen=True, slots=True)

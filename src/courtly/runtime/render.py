@@ -166,7 +166,7 @@ class PageRenders:
     async def _render(self, item: UrlItem, result, page, record_id: str, sign: str) -> None:
         c = self.c
         self.stats.attempts += 1
-        gate = SubrequestGate(self, item.url, c.clock.now() + self.cfg.deadline_s)
+        gate = SubrequestGate(self, item.url)
         document = SubResponse(result.status, tuple((result.headers or {}).items()), result.content or b"")
         rendered = await self.renderer.render(item.url, document, gate)
         now = c.clock.now()
@@ -226,10 +226,9 @@ class PageRenders:
 class SubrequestGate:
     """One render's subrequests under the crawl's rules (see the module doc)."""
 
-    def __init__(self, renders: PageRenders, page_url: str, deadline_at: float) -> None:
+    def __init__(self, renders: PageRenders, page_url: str) -> None:
         self.r = renders
         self.page_url = page_url
-        self.deadline_at = deadline_at
         self.handed = 0
         self.sent = 0
         self.refused = 0
@@ -248,10 +247,11 @@ class SubrequestGate:
         except UrlError as e:
             return self._refuse(req.url, str(e.reason))
         # shielded: a render that ends (deadline, page closed) never cancels a request on the wire
-        task = asyncio.ensure_future(self._checked_fetch(url))
+        # the render's deadline runs from when the browser took it up, not from when it was queued
+        task = asyncio.ensure_future(self._checked_fetch(url, req.deadline_at))
         return await asyncio.shield(task)
 
-    async def _checked_fetch(self, url: str):
+    async def _checked_fetch(self, url: str, deadline_at: float):
         c = self.r.c
         if c.takedowns.match(url) is not None:
             return self._refuse(url, str(Reason.PURGED))
@@ -266,7 +266,7 @@ class SubrequestGate:
         refusal = await self._robots(url, key)
         if refusal:
             return self._refuse(url, refusal)
-        if not await self._wait_for_turn(key, ip):
+        if not await self._wait_for_turn(key, ip, deadline_at):
             return self._refuse(url, RenderRefusal.STOPPING if c.stopping else RenderRefusal.DEADLINE)
         try:
             result = await c._request(url, key, ip, None, {})
@@ -295,7 +295,7 @@ class SubrequestGate:
         reason = view.skip_reason(c.token, path_of(url))
         return str(reason) if reason is not None else ""
 
-    async def _wait_for_turn(self, key: str, ip: str) -> bool:
+    async def _wait_for_turn(self, key: str, ip: str, deadline_at: float) -> bool:
         """Sleep until the key's and the IP's next turn; False when that turn
         falls after the render's deadline or the crawl stops. (`_request`
         still checks both, and waits for the rare request that took the turn.)"""
@@ -305,7 +305,7 @@ class SubrequestGate:
                 return False
             now = c.clock.now()
             ready = max(c.politeness.ready_at(key, now), c.politeness.ip_ready_at(ip, now, key) or now)
-            if ready > self.deadline_at:
+            if ready > deadline_at:
                 return False
             if ready <= now:
                 return True

@@ -128,7 +128,7 @@ class ChromiumRenderer:
             self._in_flight += 1
             self._idle.clear()
             started = self.clock.now()
-            state = _RenderState(url, document, gate, started)
+            state = _RenderState(url, document, gate, started, started + self.deadline_s)
             context = None
             try:
                 context = await browser.new_context(service_workers="block", accept_downloads=False,
@@ -244,9 +244,11 @@ class ChromiumRenderer:
 class _RenderState:
     """One render's routing: the document from the raw answer, the rest through the gate."""
 
-    def __init__(self, url: str, document: SubResponse, gate: SubrequestGate, started_at: float) -> None:
+    def __init__(self, url: str, document: SubResponse, gate: SubrequestGate, started_at: float,
+                 deadline_at: float) -> None:
         self.url = url
         self.started_at = started_at
+        self.deadline_at = deadline_at
         self.document = document
         self.gate = gate
         self.document_served = False
@@ -265,7 +267,7 @@ class _RenderState:
             self.handed += 1
             try:
                 answer = await self.gate(SubRequest(request.url, request.method, request.resource_type,
-                                                    request.headers, self.url))
+                                                    request.headers, self.url, self.deadline_at))
             except asyncio.CancelledError:
                 raise
             except Exception as e:
