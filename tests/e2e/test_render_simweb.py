@@ -203,3 +203,4 @@ def test_pywb_replays_a_rendered_page_with_its_script_and_the_answers_it_got(cra
 
     web = web_from_manifest(crawled["manifest"])
     assert len(replayed) == len(home_hrefs(web, web.by_name[host], port))
+
