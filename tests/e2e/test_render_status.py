@@ -65,7 +65,7 @@ def test_status_page_shows_rendering_figures_equal_to_metrics(chromium, tmp_path
             "fetch": {"total_s": 3.0, "connect_s": 2.0},
             "store": {"commit_interval_s": 0.2},
             "network": {"allow": allowed, "hosts_file": str(web.hosts_file)},
-            "render": {"enabled": True, "share_max": 1.0, "burst": 5, "navigation_s": 3.0, "deadline_s": 8.0},
+            "render": {"enabled": True, "share_max": 1.0, "burst": 5, "navigation_s": 6.0, "deadline_s": 20.0},
         })
         result, tiles, m = asyncio.run(_scenario(cfg, tmp_path / "crawl", web.seeds, chromium))
     shown = {t["metric"] for t in tiles if not t["hidden"]}

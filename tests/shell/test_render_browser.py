@@ -23,7 +23,7 @@ APP = (b"fetch('/api').then(r=>r.json()).then(h=>{for(const x of h){const a=docu
 
 
 def _renderer(**kw) -> ChromiumRenderer:
-    kw = {"navigation_s": 3.0, "deadline_s": 6.0, "settle_s": 0.3, **kw}
+    kw = {"navigation_s": 10.0, "deadline_s": 20.0, "settle_s": 0.3, **kw}   # generous: a busy machine
     r = ChromiumRenderer(executable_path=CHROMIUM, clock=SystemClock(), **kw)
     why = r.available()
     if why:
