@@ -37,7 +37,8 @@ def _name(requirement: str) -> str:
 
 def test_every_imported_package_is_a_declared_run_time_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
-    declared = {_name(r) for r in project["dependencies"]}
+    # an optional extra's package is imported lazily, where the feature starts (see the test below)
+    declared = {_name(r) for r in project["dependencies"] + project["optional-dependencies"]["render"]}
     distributions = importlib.metadata.packages_distributions()
     missing = {}
     for module, files in sorted(_imported_top_level_modules().items()):
@@ -45,3 +46,16 @@ def test_every_imported_package_is_a_declared_run_time_dependency():
         if not dists & declared:
             missing[module] = (sorted(dists) or ["(not installed)"], sorted(files))
     assert not missing, f"imported but not in [project] dependencies: {missing}"
+
+
+def test_the_render_extra_is_imported_only_inside_functions():
+    """`pip install .` without [render] still imports every module: playwright is
+    imported where a browser starts, so a crawl without it runs raw-only."""
+    top_level = []
+    for path in (ROOT / "src" / "courtly").rglob("*.py"):
+        for node in ast.parse(path.read_text("utf-8")).body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(n.split(".")[0] == "playwright" for n in names):
+                    top_level.append(str(path.relative_to(ROOT)))
+    assert not top_level

@@ -107,7 +107,7 @@ class _Warc:
 
     def write_exchange(self, **kw):
         self.n += 1
-        return SimpleNamespace(filename="f.warc.gz", offset=self.n)
+        return SimpleNamespace(filename="f.warc.gz", offset=self.n, record_id=f"<urn:uuid:{self.n}>")
 
 
 def _config(memory_max: int, key_memory_max: int, max_pages: int = 0) -> Config:

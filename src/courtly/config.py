@@ -43,6 +43,7 @@ __all__ = [
     "FrontierSection",
     "DistributedSection",
     "AbuseSection",
+    "RenderSection",
     "Config",
     "load_config",
     "config_from_dict",
@@ -409,6 +410,44 @@ class AbuseSection:
 
 
 @dataclass(frozen=True, slots=True)
+class RenderSection:
+    """[render]: a budgeted headless-browser pass over pages that look like
+    script shells (README: Rendering; core/render_policy, runtime/render)."""
+
+    enabled: bool = False
+    share_max: float = 0.05            # renders per fetch, per host key and over the crawl
+    burst: int = 1                     # renders allowed beyond the share (a small host's first shell)
+    band_max: int = 4                  # pages in priority bands above this are never rendered
+    executable_path: str = "/usr/bin/chromium"   # Debian's chromium; never a downloaded browser
+    contexts_max: int = 2              # isolated browser contexts (pages) at once
+    queue_max: int = 64                # shells waiting for a context; beyond it they are parsed raw (flagged)
+    navigation_s: float = 10.0         # the page's own load must end within this
+    deadline_s: float = 20.0           # a whole render, subrequests included
+    settle_s: float = 1.0              # after load, time for timers and late fetches (within the deadline)
+    renders_per_browser_max: int = 200 # the browser is restarted after this many renders
+    memory_bytes_max: int = 1024 * 2**20   # the browser's resident memory; above it, a restart
+    subrequests_max: int = 100         # per render; the rest are refused
+    images: bool = False               # images, fonts and media are refused unless true
+    # the shell test (core/render_policy.ShellTest)
+    text_chars_max: int = 200          # visible text below this ...
+    script_share_min: float = 0.5      # ... and scripts make at least this share of the bytes
+    roots: tuple[str, ...] = ('id="root"', 'id="app"', 'id="__next"', 'id="__nuxt"', "<app-root", "ng-app")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share_max <= 1:
+            raise ConfigError(f"render.share_max must be within 0..1, not {self.share_max}")
+        if not 0 <= self.script_share_min <= 1:
+            raise ConfigError(f"render.script_share_min must be within 0..1, not {self.script_share_min}")
+        for name in ("contexts_max", "queue_max", "navigation_s", "deadline_s", "renders_per_browser_max",
+                     "memory_bytes_max", "subrequests_max"):
+            _positive(f"render.{name}", getattr(self, name))
+        for name in ("settle_s", "band_max", "text_chars_max", "burst"):
+            _non_negative(f"render.{name}", getattr(self, name))
+        if self.navigation_s > self.deadline_s:
+            raise ConfigError("render.navigation_s must not exceed render.deadline_s")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     crawl: CrawlSection = field(default_factory=CrawlSection)
     politeness: PolitenessSection = field(default_factory=PolitenessSection)
@@ -426,6 +465,7 @@ class Config:
     distributed: DistributedSection = field(default_factory=DistributedSection)
     coverage: CoverageSection = field(default_factory=CoverageSection)
     abuse: AbuseSection = field(default_factory=AbuseSection)
+    render: RenderSection = field(default_factory=RenderSection)
 
     def replace(self, section: str, **changes: Any) -> "Config":
         """A copy with some fields of one section changed (CLI overrides)."""

@@ -141,6 +141,7 @@ class Crawler(LeaseRequests):
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
         self.complaints = Complaints(self)   # open abuse complaints slow their keys
+        self.renders = None     # runtime/render.PageRenders when [render] is on (set by runtime/wiring)
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0

@@ -293,6 +293,7 @@ class CrawlObserver:
             "freshness_age_s": self._memo.get("freshness", lambda: self._freshness_with_sample(now)),
             "frontier_disk_bytes": self._disk_bytes(),
             "budget_left_pages": c.budget_left(),
+            "render": c.renders.snapshot() if c.renders is not None else None,
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:

@@ -241,7 +241,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
     data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
-            "not_fetched": counts["reasons"], "abuse_complaints_open": complaints}
+            "not_fetched": counts["reasons"], "abuse_complaints_open": complaints,
+            "rendering": _rendering(counts["flags"])}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -262,7 +263,18 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     lines += [line for r in complaints for line in complaint_lines(r)]
     lines.append("top reasons URLs were not fetched")
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
+    lines.append("rendering (script shells, [render])")
+    lines += [f"  {k.replace('_', ' '):<26} {v}" for k, v in data["rendering"].items()]
     return "\n".join(lines)
+
+
+def _rendering(flags: dict[str, int]) -> dict[str, int]:
+    """What rendering did, from the flags runtime/render leaves (blocked subrequests:
+    those flagged, at most 50 a render)."""
+    return {"pages_rendered": flags.get("rendered", 0), "links_added": flags.get("render_link", 0),
+            "shells_parsed_raw_budget": flags.get("render_budget", 0),
+            "renders_failed": flags.get("render_failed", 0),
+            "subrequests_blocked": flags.get("render_blocked", 0)}
 
 
 def _day(day: int) -> str:

@@ -50,9 +50,10 @@ class Results:
                  profile: str = "identical-payload-digest", digest: str | None = None) -> str:
         """Write the exchange to WARC (a revisit record when `first` holds the
         earlier capture of the same payload) and log the fetch. `digest`:
-        the body's WARC-Payload-Digest when the caller has it already."""
+        the body's WARC-Payload-Digest when the caller has it already.
+        Returns the WARC-Record-ID of the response (or revisit), "" if none."""
         c = self.c
-        ref = ""
+        ref = record_id = ""
         if result.status:
             provenance = {"software": f"courtly/{__version__}", "fetch-kind": kind, **meta}
             if first is not None:
@@ -72,12 +73,13 @@ class Results:
                     truncated=result.truncated, metadata=provenance, payload_digest=digest,
                 )
             ref = f"{w.filename}:{w.offset}"
+            record_id = w.record_id
             c.stats.bytes += len(result.body)
         c.batch.fetches.append((
             url, kind, result.started_at, result.status, len(result.body or b""), result.elapsed_s,
             result.ip or "", ref, result.error or "",
         ))
-        return ref
+        return record_id
 
     async def handle(self, item: UrlItem, result) -> str:
         c = self.c
@@ -126,7 +128,7 @@ class Results:
             first = c.budget.first_capture(item.url, digest, result.started_at, c.batch)
             if first is not None and c.takedowns.match(first.url):
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
-        self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
+        record_id = self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
         self.record_change(item, result, now, first=first)
         if first is not None:   # the same bytes as an earlier page: its links are queued already
             c.batch.fetched.append((now, status, item.url))
@@ -145,7 +147,7 @@ class Results:
             while len(self.extracting) >= self.backlog_max:   # back-pressure on the fetch task
                 await self._wait_for_room()
             self.extracting.add(item.url)   # still a queued record until its batch commits
-            t = asyncio.create_task(self.extract(item, result))
+            t = asyncio.create_task(self.extract(item, result, record_id))
             c._processing.add(t)
             t.add_done_callback(c._task_done)
             return "done"
@@ -206,7 +208,7 @@ class Results:
             return   # a watch list: no discovery
         c.admission.admit_many(unknown, via=item.url, band=3, depth=item.depth + 1, now=now)
 
-    async def extract(self, item: UrlItem, result) -> None:
+    async def extract(self, item: UrlItem, result, record_id: str = "") -> None:
         c = self.c
         ctype = result.headers.get("content-type", "") if result.headers else ""
         xrt = result.headers.get("x-robots-tag", "") if result.headers else ""
@@ -233,6 +235,9 @@ class Results:
                 c.recrawl.links(item.url, c.admission.normalized(l.url for l in page.links))
             for o in c.observers:
                 o.on_parsed(item.url, now)
+            if c.renders is not None:   # a script shell: its links after rendering (runtime/render)
+                await c.renders.after_extract(item, result, ctype, page, record_id)
+                now = c.clock.now()
         c.batch.fetched.append((now, result.status, item.url))
 
 

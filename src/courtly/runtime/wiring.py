@@ -28,9 +28,11 @@ from courtly import __version__
 from courtly.config import Config, ConfigError
 from courtly.core.netpolicy import NetPolicy
 from courtly.runtime.crawler import Crawler, CrawlStats
+from courtly.runtime.render import page_renders
 from courtly.shell.clock import SystemClock
 from courtly.shell.extract import ExtractPool
 from courtly.shell.fetcher import Http1Fetcher
+from courtly.shell.render import ChromiumRenderer
 from courtly.shell.resolver import SafeResolver
 from courtly.shell.store.sqlite import SqliteStore
 from courtly.shell.warc import WarcWriter, repair
@@ -271,6 +273,9 @@ async def run_crawl(
                       warcinfo=warcinfo(cfg), fsync=cfg.warc.fsync)
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
+    if cfg.render.enabled:
+        crawler.renders = page_renders(cfg, crawler, ChromiumRenderer.from_config(
+            cfg.render, clock=clock, user_agent=cfg.crawl.agent()))
     try:
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
@@ -287,6 +292,8 @@ async def run_crawl(
                 raise crawler._fatal
             return stats
     finally:
+        if crawler.renders is not None:
+            await crawler.renders.close()
         await fetcher.close()
         await extractor.close()
         warc.close()

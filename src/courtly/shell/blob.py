@@ -87,6 +87,11 @@ class ShippingWarcWriter:
         self._ship_finished()
         return ref
 
+    def write_conversion(self, **kw):
+        ref = self._writer.write_conversion(**kw)
+        self._ship_finished()
+        return ref
+
     def flush(self) -> None:
         self._writer.flush()
         self._ship_finished()

@@ -49,7 +49,7 @@ __all__ = ["ExportReport", "RecordPlan", "plan_file", "export_warc", "export_cdx
            "rewrite_originals", "warc_files"]
 
 _COPY_CHUNK_BYTES = 1 << 20
-_TEXT_KINDS = ("robots", "soft404-probe")   # fetches that are not pages
+_TEXT_KINDS = ("robots", "soft404-probe", "render-subrequest")   # fetches that are not pages
 
 
 @dataclass(frozen=True, slots=True)

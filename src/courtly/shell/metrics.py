@@ -132,6 +132,20 @@ METRICS: tuple[MetricDef, ...] = (
        "and replaced.", (), "parser_restarts"),
     _m("worker_partitions_held", "gauge", "Partitions this distributed worker holds a lease on and fetches "
        "for (absent on a single machine).", (), "worker_partitions_held"),
+    # rendering ([render]; absent when it is off)
+    _m("renders_total", "counter", "Renders of script shells, by outcome.", ("outcome",), "render.outcomes"),
+    _m("render_seconds", "histogram", "Time a render took, subrequests included.", (), "render.render_s"),
+    _m("render_budget_used_ratio", "gauge", "Renders per page fetch so far (render.share_max caps it).",
+       (), "render.budget_used"),
+    _m("render_budget_raw_total", "counter", "Shells parsed raw because the render budget or queue ran out.",
+       (), "render.budget_raw"),
+    _m("render_links_added_total", "counter", "Links queued that only a rendered DOM had.", (), "render.links_added"),
+    _m("render_subrequests_total", "counter", "Subrequests of renders sent (through the crawl's rules).",
+       (), "render.subrequests"),
+    _m("render_subrequests_blocked_total", "counter", "Subrequests of renders refused, by reason.",
+       ("reason",), "render.blocked"),
+    _m("render_browser_restarts_total", "counter", "Browser restarts, by reason (renders, memory, crash, hung).",
+       ("reason",), "render.restarts"),
 )
 
 

@@ -364,6 +364,44 @@ class WarcWriter:
         return self._append(members, (url, cdx_timestamp(date), "warc/revisit", status, payload_digest),
                             fetched_at, rev_id)
 
+    def write_conversion(
+        self,
+        *,
+        url: str,
+        fetched_at: float,
+        body: bytes,
+        content_type: str,
+        refers_to_record_id: str,
+        refers_to_uri: str,
+        refers_to_date: float,
+        metadata: dict[str, str] | None = None,
+    ) -> WarcRef:
+        """Write a ``conversion`` record (WARC 1.1 section 6.8: content made from
+        another record, e.g. the DOM a browser built from a response) and its
+        metadata; return its location. WARC-Refers-To names the record it was
+        made from, WARC-Refers-To-Target-URI and -Date that record's capture.
+        Not indexed: replay serves the response it refers to."""
+        check_uri(url)
+        check_uri(refers_to_uri)
+        for name, value in (("content_type", content_type), ("refers_to_record_id", refers_to_record_id)):
+            if not value or _BAD_URI_CHARS.search(value.replace(" ", "")):
+                raise ValueError(f"{name} is empty or has control characters: {value!r}")
+        date = warc_date(fetched_at)
+        conv_id, meta_id, _ = self._ids()
+        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
+        digest = payload_digest_of(body)
+        record = (
+            f"WARC/1.1\r\nWARC-Type: conversion\r\nWARC-Record-ID: {conv_id}\r\n{common}"
+            f"WARC-Refers-To: {refers_to_record_id}\r\nWARC-Refers-To-Target-URI: {refers_to_uri}\r\n"
+            f"WARC-Refers-To-Date: {warc_date(refers_to_date)}\r\n"
+            f"WARC-Payload-Digest: {digest}\r\nWARC-Block-Digest: {digest}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode("utf-8")
+        members = [self._member(record, body)]
+        if metadata:
+            members.append(self._member(metadata_record(metadata, common, conv_id, meta_id)))
+        return self._append(members, None, fetched_at, conv_id)
+
     def flush(self) -> None:
         """Push buffered records to the OS and, if ``fsync``, to the disk."""
         with self._lock:
@@ -393,21 +431,24 @@ class WarcWriter:
 
     # -- internals (_member runs outside the lock: its deflate stream is per thread)
 
-    def _append(self, members: list[bytes], entry: tuple[str, str, str | None, str | None, str | None],
+    def _append(self, members: list[bytes], entry: tuple[str, str, str | None, str | None, str | None] | None,
                 fetched_at: float, record_id: str) -> WarcRef:
         """Write one exchange's members (request first, the indexed record
         second) into the current file; index the second (`entry`: the
-        `IndexEntry` fields before its offset and length)."""
+        `IndexEntry` fields before its offset and length). `entry` None: a
+        record that is not indexed, first (its location is returned)."""
         total = sum(map(len, members))
+        at = 0 if entry is None else 1
         with self._lock:
             current = self._file_for(total, fetched_at)
-            offset = current.offset + len(members[0])
+            offset = current.offset + (len(members[0]) if at else 0)
             for member in members:
                 current.handle.write(member)
             current.offset += total
             current.exchanges += 1
-            current.entries.append(IndexEntry(*entry, offset, len(members[1])))
-            return WarcRef(current.name, offset, len(members[1]), record_id)
+            if entry is not None:
+                current.entries.append(IndexEntry(*entry, offset, len(members[1])))
+            return WarcRef(current.name, offset, len(members[at]), record_id)
 
     def _ids(self) -> tuple[str, str, str]:
         """Three record IDs from this thread's pool, refilled by one read of

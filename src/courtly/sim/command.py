@@ -85,6 +85,8 @@ def _serve_parser() -> argparse.ArgumentParser:
                    help=f"base Poisson change rate of pages (default: {d.change_rate_per_s:.3g})")
     p.add_argument("--special-share", type=float, help="share of hosts with a special behaviour "
                                                        f"(default: the profile's; demo: {d.special_share:g})")
+    p.add_argument("--spa-hosts", type=int, help="single-page-app hosts whose links appear only after "
+                                                 f"their script runs (sim/spa.py; default: {d.spa_hosts})")
     return p
 
 
@@ -135,7 +137,7 @@ def _config(args: argparse.Namespace):
         args.profile, seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host, ips=args.ips,
         latency_s=args.latency_s, retry_after_s=args.retry_after_s, throttle_requests=args.throttle_requests,
         robots_hang_s=args.robots_hang_s, change_rate_per_s=args.change_rate_per_s,
-        special_share=args.special_share)
+        special_share=args.special_share, spa_hosts=args.spa_hosts)
 
 
 async def _serve(args: argparse.Namespace) -> int:

@@ -335,7 +335,9 @@ class HostLayout:
             other = self.web.hosts[r.randrange(len(self.web.hosts))]
             lay = self.web.layout(other.name)
             a = lay.articles[r.randrange(len(lay.articles))]
-            add((href(lay.path_of(a), r.choice(("abs", "proto")), other.name), other.name, False))
+            form = r.choice(("abs", "proto"))
+            if not other.has("spa"):   # an app's pages are found by rendering it (sim/spa.py)
+                add((href(lay.path_of(a), form, other.name), other.name, False))
         if k % 4 == 1:
             add((href(f"/{sec}/hidden-{k}.html", "abs_path"), "hidden", True))
         if k % 9 == 4:

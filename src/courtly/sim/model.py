@@ -34,7 +34,7 @@ __all__ = ["HostSpec", "SimWeb", "BAIT_IP", "ip_of_index", "registered_domain"]
 
 BAIT_IP = "127.0.0.1"
 _FEATURES = ("meta_robots", "sitemaps", "feeds")  # common, non-hostile extras
-_SPECIAL_BEHAVIOURS = tuple(b for b in BEHAVIOURS if b not in _FEATURES + ("changing", "legit_deep"))
+_SPECIAL_BEHAVIOURS = tuple(b for b in BEHAVIOURS if b not in _FEATURES + ("changing", "legit_deep", "spa"))
 _SPECIAL_ROBOTS = tuple(v for v in ROBOTS_VARIANTS if v not in ("rules", "allow_all"))
 _RULES_LIKE = ("rules", "bom", "large", "redirect_chain")
 _SYLLABLES = (
@@ -125,6 +125,7 @@ class SimWeb:
         plain = [i for i in range(cfg.hosts) if roles[i] is None] or list(range(cfg.hosts))
         plain_pos = {i: j for j, i in enumerate(plain)}
         deep = _deep_hosts(cfg.seed, cfg.deep_hosts, roles, groups)
+        spa = set([i for i in plain if i not in deep and roles[i] is None][:cfg.spa_hosts])   # sim/spa.py
         specs = []
         for i, name in enumerate(names):
             hr = rng(cfg.seed, "host", i)
@@ -137,6 +138,8 @@ class SimWeb:
             delay = hr.choice(cfg.crawl_delays_s)
             if i in deep:  # a large real site: rules robots, no Crawl-delay, no extras
                 robots, behaviours, delay = "rules", ["changing", "legit_deep"], 0.0
+            if i in spa:   # no sitemap or feed names its pages; robots.txt disallows what its script asks for
+                robots, behaviours = "rules", ["spa"]
             j = plain_pos.get(i)
             partner = plain[(j + 1) % len(plain)] if j is not None else plain[i % len(plain)]
             if partner == i and cfg.hosts > 1:

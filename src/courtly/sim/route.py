@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Mapping
 
-from courtly.sim import hostile
+from courtly.sim import hostile, spa
 from courtly.sim.layout import Resource
 from courtly.sim.model import BAIT_IP, HostSpec, SimWeb
 from courtly.sim.page import (http_date, page_version, render_feed, render_not_found, render_page,
@@ -113,6 +113,9 @@ def _throttle(web: SimWeb, spec: HostSpec, state: RouteState, now: float) -> Rep
 
 
 def _serve(web: SimWeb, spec: HostSpec, state: RouteState, req: Request, now: float) -> Reply:
+    if spec.has("spa") and (found := spa.serve(web, spec, req.target, req.port)) is not None:
+        status, ctype, body, tag = found
+        return Reply(status, [("Content-Type", ctype)], body, tag=tag)
     lay = web.layout(spec.name)
     res = lay.resolve(req.target)
     t_s = now - state.started_at

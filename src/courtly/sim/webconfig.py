@@ -45,6 +45,9 @@ BEHAVIOURS: dict[str, str] = {
     "sitemaps": "/sitemap.xml index -> /sitemap-0.xml and /sitemap-1.xml.gz with lastmod",
     "feeds": "/feed.rss (RSS 2.0) and /feed.atom list recently changed articles",
     "changing": "pages change as Poisson processes (per-page rates); ETag/Last-Modified/304 always on",
+    "spa": "single-page app (spa_hosts of them): / is a script shell whose links appear only when /spa/app.js "
+           "runs (an API fetch, a timer, a script that never ends, requests to bait and robots-disallowed "
+           "paths, a burst of parallel fetches; tags spa_*)",
     "legit_deep": "a real large site, not a trap: deep_pages articles /YYYY/MM/DD/<slug>-<id>.html (past "
                   "dates), /YYYY/ and /YYYY/MM/ indexes, /archive/page/N/ (20 a page, pager), /category/<c>/",
 }
@@ -112,6 +115,8 @@ class SimWebConfig:
     # legit_deep hosts (taken from the plain hosts; none by default) and their articles each
     deep_hosts: int = 0
     deep_pages: int = 3000
+    # single-page-app hosts (behaviour spa, sim/spa.py), taken from the plain hosts; none by default
+    spa_hosts: int = 0
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -128,6 +133,8 @@ class SimWebConfig:
             raise ValueError("special_share must be in [0, 1]")
         if not 0 <= self.deep_hosts <= self.hosts:
             raise ValueError("deep_hosts must be in 0..hosts")
+        if not 0 <= self.spa_hosts <= self.hosts - self.deep_hosts:
+            raise ValueError("spa_hosts must be in 0..hosts - deep_hosts")
         if not 1000 <= self.deep_pages <= 100_000:
             raise ValueError("deep_pages must be in 1000..100000")
 

@@ -51,6 +51,8 @@
 
   const sum = (o) => Object.values(o || {}).reduce((a, b) => a + (b || 0), 0);
   const lat = (s, q) => { const h = s.fetch_latency_s || {}; return h.counts ? histQuantile(q, h.le, h.counts) : null; };
+  const renderTime = (s, q) => { const h = s.render.render_s; return h.count ? histQuantile(q, h.le, h.counts) : null; };
+  const sumOrNull = (o) => (o && Object.keys(o).length ? sum(o) : null);   // absent series: no figure
 
   // Each tile names the Prometheus series it shows, so a test (or a curious
   // operator) can compare the page with /metrics.
@@ -83,6 +85,13 @@
     { label: "Disk used", metric: "courtly_frontier_disk_used_pct", get: (s) => s.frontier_disk_used_pct, f: (v) => v.toFixed(1) + " %", warn: (v) => v > 90, optional: true },
     { label: "Abuse complaints open", metric: "courtly_abuse_complaints_open", get: (s) => s.abuse_complaints_open, f: fmt.int, warn: (v) => v > 0, optional: true },
     { label: "Parser restarts", metric: "courtly_parser_restarts_total", get: (s) => s.parser_restarts, f: fmt.int, warn: (v) => v > 0, optional: true },
+    // rendering ([render]): hidden while it is off or has nothing to show
+    { label: "Pages rendered", metric: "courtly_renders_total", labels: { outcome: "rendered" }, get: (s) => s.render.outcomes.rendered, f: fmt.int, optional: true },
+    { label: "Render budget used", metric: "courtly_render_budget_used_ratio", get: (s) => s.render.budget_used, f: fmt.pct, optional: true },
+    { label: "Render p50", metric: "courtly_render_seconds", quantile: 0.5, get: (s) => renderTime(s, 0.5), f: fmt.secs, optional: true },
+    { label: "Render p99", metric: "courtly_render_seconds", quantile: 0.99, get: (s) => renderTime(s, 0.99), f: fmt.secs, optional: true },
+    { label: "Subrequests blocked", metric: "courtly_render_subrequests_blocked_total", sum: true, get: (s) => sumOrNull(s.render.blocked), f: fmt.int, optional: true },
+    { label: "Browser restarts", metric: "courtly_render_browser_restarts_total", sum: true, get: (s) => sumOrNull(s.render.restarts), f: fmt.int, optional: true },
   ];
 
   const $ = (sel) => document.querySelector(sel);
