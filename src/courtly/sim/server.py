@@ -12,6 +12,12 @@ microseconds (otherwise one event loop would serialise them). Handler
 cancellation is on, so a client that gives up (timeout) ends the request
 at once and the log shows when it really ended.
 
+A reply's completion time is read just before its last bytes are handed to
+the socket: the client cannot have the whole answer earlier, so a gap the
+checker measures from it is never longer than the one the client saw. Read
+after the write, it came late whenever this process lost its core between the
+two (a loaded machine), and the checker saw gaps shorter than the crawler made.
+
 Every request is logged (`reqlog.RequestLog`) with arrival and completion
 time, connection id and local IP, for the checkers in `check.py`.
 Nothing listens outside 127.0.0.0/8.
@@ -172,7 +178,7 @@ class SimWebServer:
         finally:
             self._streams.discard(task)  # type: ignore[arg-type]
             self.log.add(LogRecord(
-                arrived_at=arrived_at, completed_at=time.time(), host=req.host,
+                arrived_at=arrived_at, completed_at=played.completed_at(), host=req.host,
                 conn=f"{peer[0]}:{peer[1]}" if peer else "", ip=local_ip, method=req.method,
                 path=req.target, status=played.status, bytes=played.nbytes,
                 conditional=("If-None-Match" in headers or "If-Modified-Since" in headers),
@@ -193,6 +199,7 @@ class SimWebServer:
             resp = web.Response(status=reply.status, body=body, headers=headers)
             await resp.prepare(request)
             played.status = reply.status
+            played.ending_at = time.time()
             await resp.write_eof()
             played.nbytes = 0 if request.method == "HEAD" else len(body)
             return resp
@@ -212,6 +219,7 @@ class SimWebServer:
             for i in range(len(body)):
                 if time.monotonic() >= deadline:
                     break
+                played.ending_at = time.time()
                 await resp.write(body[i:i + 1])
                 played.nbytes += 1
                 await asyncio.sleep(self.config.drip_interval_s)
@@ -219,19 +227,30 @@ class SimWebServer:
             resp.content_length = len(body) + 100_000
             await resp.prepare(request)
             played.status = reply.status
+            played.ending_at = time.time()
             await resp.write(body)
             played.nbytes = len(body)
             if request.transport is not None:
                 request.transport.close()
             return resp
+        if reply.stream != "drip":
+            played.ending_at = time.time()
         await resp.write_eof()
         return resp
 
 
 class _Played:
-    __slots__ = ("status", "nbytes", "aborted")
+    __slots__ = ("status", "nbytes", "aborted", "ending_at")
 
     def __init__(self) -> None:
+        self.ending_at = 0.0   # just before the last bytes went to the socket; 0 until then
         self.status = 0
         self.nbytes = 0
         self.aborted = False
+
+    def completed_at(self) -> float:
+        """When the answer ended, as the client saw it at the earliest; a client
+        that gave up is logged when the server noticed (never earlier)."""
+        if self.aborted or not self.ending_at:
+            return time.time()
+        return self.ending_at
