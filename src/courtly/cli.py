@@ -11,6 +11,8 @@
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
+    courtly watch add|list|remove|pause|changes|dead|feed --out DIR ...
+                                  the watch list of a monitor crawl (courtly watch --help)
     courtly simweb ...            serve the simulated web (see --help)
     courtly sim ...               the recrawl scheduler against a model web, in virtual time
 
@@ -110,6 +112,9 @@ def _build_parser() -> argparse.ArgumentParser:
     x.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _distributed_commands(sub, logs)
+    from courtly.runtime.watchlist import add_parser as add_watch_parser
+
+    add_watch_parser(sub)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
     sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
@@ -245,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_submit(args)
         if args.command == "status":
             return _cmd_status(args)
+        if args.command == "watch":
+            from courtly.runtime.watchlist import run as run_watch
+            from courtly.runtime.wiring import UsageError
+
+            return run_watch(args, UsageError, time.time())
         if args.command == "report":
             from courtly.runtime.report import daily_report
 

@@ -26,7 +26,7 @@ How it works
   `host_verdicts` (and `courtly report`).
 
 Rules: intervals are at least `EVERY_S_MIN`; a paused watch is never due;
-`LEARN_CHECKS` is one more than the changes noise learning needs.
+`LEARN_CHECKS` is two more than the changes noise learning needs.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ __all__ = ["Watch", "WatchState", "ChangeEvent", "HostVerdict", "checked", "not_
 
 EVERY_S_MIN = 1.0
 EVERY_S_DEFAULT = 300.0
-LEARN_CHECKS = NOISE_CHANGES_MIN + 1
+LEARN_CHECKS = NOISE_CHANGES_MIN + 2   # one spare: a noisy part may repeat once
 GROWTH = 1.25
 
 

@@ -253,6 +253,7 @@ async def run_crawl(
                       warcinfo=warcinfo(cfg), fsync=cfg.warc.fsync)
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
+    monitor = _attach_monitor(crawler, out, clock) if cfg.crawl.intent == "monitor" else None
     try:
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
@@ -264,15 +265,39 @@ async def run_crawl(
                 on_start(crawler)
             if on_started is not None:
                 await on_started()
-            stats = await crawler.run()
+            sender = asyncio.create_task(monitor[2].run()) if monitor else None
+            try:
+                stats = await crawler.run()
+            finally:
+                if sender is not None:
+                    sender.cancel()
+                    await asyncio.gather(sender, return_exceptions=True)
             if crawler._fatal is not None:
                 raise crawler._fatal
             return stats
     finally:
+        if monitor is not None:
+            monitor[1].close()
+            monitor[0].close()
         await fetcher.close()
         await extractor.close()
         warc.close()
         store.close()
+
+
+def _attach_monitor(crawler: Crawler, out: Path, clock):
+    """A monitor crawl's watch store, change log and webhook sender (runtime/monitor)."""
+    from courtly.shell.store.watch_sqlite import SqliteWatchStore
+    from courtly.shell.webhook import ChangeLog, WebhookSender
+
+    m = crawler.cfg.monitor
+    store = SqliteWatchStore(out / "crawl.db")
+    changelog = ChangeLog(out / "changes.jsonl")
+    sender = WebhookSender(clock, store, attempts_max=m.webhook_attempts_max, backoff_s=m.webhook_backoff_s,
+                           backoff_s_max=m.webhook_backoff_s_max, timeout_s=m.webhook_timeout_s)
+    crawler.monitor.attach(store, [changelog, sender])
+    sender.load_pending()
+    return store, changelog, sender
 
 
 async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], progress,

@@ -11,9 +11,9 @@ Kinds:
   text edit, a price change and an item added; nothing else moves.
 - `noise`: never changes in content, but every fetch differs in bytes: a
   timestamp, a visitor counter, a session token and a CSRF field, an ad
-  slot, a cache-busting link, a rotating "quote of the moment" (no generic
-  rule masks it: the monitor has to learn it) and a recommendation list in a
-  new order.
+  slot, a cache-busting link, a "quote of the moment" that differs on every
+  request (by `nonce`; no generic rule masks it: the monitor has to learn it)
+  and a recommendation list in a new order.
 - `both`: the real changes of `real` inside the noise of `noise`.
 
 Rules: real changes are at least `gap_s_min` apart (a change must be
@@ -78,7 +78,7 @@ class WatchPage:
                 f"<div class='ad-slot'>Advertisement: {escape(rng.choice(_PICKS))} now half price</div>",
                 f"<p>Advertisement: {escape(rng.choice(_PICKS))} on sale</p>",
                 f"<p>Brochure at /files/brochure.pdf?cb={rng.randrange(10**9)} for download</p>",
-                f"<p>Quote of the moment: {escape(rng.choice(_QUOTES))}</p>",
+                f"<p>Quote of the moment: {escape(_QUOTES[(self.seed + nonce) % len(_QUOTES)])}</p>",
                 "<h2>Recommended for you</h2><ul class='picks'>"
                 + "".join(f"<li>{escape(p)}</li>" for p in picks) + "</ul>",
             ]
