@@ -25,11 +25,11 @@ import json
 from pathlib import Path
 
 from courtly.core.urls import UrlError, normalize_url, politeness_key, split_origin
-from courtly.core.watch import EVERY_S_DEFAULT, Watch, WatchRuleError, WatchState, host_verdicts
+from courtly.core.watch import EVERY_S_DEFAULT, Watch, WatchRuleError, host_verdicts
 from courtly.shell.feed import atom_feed
 from courtly.shell.store.watch_sqlite import SqliteWatchStore
 
-__all__ = ["add_parser", "run", "politeness_lines", "watch_rows"]
+__all__ = ["add_parser", "run", "politeness_lines", "feed"]
 
 
 def add_parser(sub) -> None:  # type: ignore[no-untyped-def]
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, usage_error: type[Exception], now: float) -> i
             w = _add(store, args, usage_error, now)
             print(json.dumps(w.to_json()) if args.json else f"watch {w.id}: {w.url} every {w.every_s:g} s")
         elif cmd == "list":
-            rows = watch_rows(store)
+            rows = store.rows()
             print(json.dumps(rows, indent=2) if args.json else _render_list(rows))
         elif cmd in ("remove", "pause"):
             w = store.remove(args.ref) if cmd == "remove" else store.set_paused(args.ref, not args.resume)
@@ -116,19 +116,6 @@ def _add(store: SqliteWatchStore, args, usage_error, now: float) -> Watch:  # ty
     except WatchRuleError as e:
         raise usage_error(str(e)) from None
     return store.add(w)
-
-
-def watch_rows(store: SqliteWatchStore) -> list[dict]:
-    """Each watch with its state: counts, current interval, learned noise."""
-    states = store.states()
-    rows = []
-    for w in store.watches():
-        st = states.get(w.id, WatchState())
-        rows.append({**w.to_json(), "checks": st.checks, "changes": st.changes,
-                     "learning": st.learning_left > 0, "interval_s": st.interval_s or w.every_s,
-                     "last_checked_at": st.last_checked_at, "last_changed_at": st.last_changed_at,
-                     "noise_learned": list(st.noise.learned)})
-    return rows
 
 
 def feed(store: SqliteWatchStore, *, watch_id: int | None, self_url: str, now: float) -> bytes:

@@ -312,7 +312,13 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
             from courtly.runtime.observe import CrawlObserver
             from courtly.shell.status import StatusServer
 
-            server = StatusServer(CrawlObserver(crawler), status[0], status[1], now=crawler.clock.now)
+            api = None
+            if crawler.monitor.enabled:
+                from courtly.shell.watch_api import WatchApi
+
+                api = WatchApi(crawler.monitor.store, cfg.monitor.api_token, crawler.clock.now)
+            server = StatusServer(CrawlObserver(crawler), status[0], status[1], now=crawler.clock.now,
+                                  watch_api=api)
             servers.append(server)
 
     try:

@@ -150,6 +150,18 @@ class SqliteWatchStore:
         rows = self._db.execute("SELECT spec, paused FROM watches WHERE removed = 0 ORDER BY id").fetchall()
         return [_watch(r) for r in rows]
 
+    def rows(self) -> list[dict]:
+        """Each live watch with its state: counts, current interval, learned noise."""
+        states = self.states()
+        rows = []
+        for w in self.watches():
+            st = states.get(w.id, WatchState())
+            rows.append({**w.to_json(), "checks": st.checks, "changes": st.changes,
+                         "learning": st.learning_left > 0, "interval_s": st.interval_s or w.every_s,
+                         "last_checked_at": st.last_checked_at, "last_changed_at": st.last_changed_at,
+                         "noise_learned": list(st.noise.learned)})
+        return rows
+
     # ---- state ----------------------------------------------------------------
 
     def states(self) -> dict[int, WatchState]:
