@@ -16,6 +16,11 @@ Kinds:
   and a recommendation list in a new order.
 - `both`: the real changes of `real` inside the noise of `noise`.
 
+Served by `courtly simweb --watch-pages-per-kind N` on every host as
+/watch/{kind}/{i} (`watch_reply`; instants are seconds since the server
+started); pages with real changes carry an ETag and answer 304 to it, noise
+pages carry no validators (they differ on every request).
+
 Rules: real changes are at least `gap_s_min` apart (a change must be
 detectable before the next one); instants are seconds from 0 (the virtual
 clock) or unix seconds, as the caller likes; nothing here reads a clock.
@@ -23,15 +28,18 @@ clock) or unix seconds, as the caller likes; nothing here reads a clock.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from html import escape
 
-__all__ = ["WatchPage", "watch_pages", "KINDS"]
+__all__ = ["WatchPage", "watch_pages", "host_watch_pages", "watch_reply", "KINDS", "CHANGES_MAX"]
 
 KINDS = ("real", "noise", "both")
+CHANGES_MAX = 10_000     # real changes generated per page (the simweb's pages stop changing after them)
 _QUOTES = (
     "Simplicity is prerequisite for reliability.", "Premature optimisation is the root of evil.",
     "Make it work, then make it fast.", "Less is more.", "Measure twice, cut once.",
@@ -51,10 +59,11 @@ class WatchPage:
 
     def version(self, at: float) -> int:
         """Real changes made by `at` (0 before the first)."""
-        return sum(1 for c in self.change_at if c <= at)
+        return bisect.bisect_right(self.change_at, at)
 
-    def html(self, at: float, nonce: int = 0) -> bytes:
-        """The page as served at `at`; `nonce` differs per request (noise)."""
+    def html(self, at: float, nonce: int = 0, epoch: float = 0.0) -> bytes:
+        """The page as served at `at`; `nonce` differs per request (noise);
+        `epoch` + `at` is the unix time its timestamp shows."""
         v = self.version(at) if self.kind != "noise" else 0
         rng = random.Random(f"{self.seed}:{nonce}:{at!r}")
         noisy = self.kind != "real"
@@ -66,7 +75,7 @@ class WatchPage:
         parts.append("<ul class='items'>" + "".join(f"<li>Item {i + 1}: {self._item(i)}</li>"
                                                   for i in range(3 + v // 3)) + "</ul>")
         if noisy:
-            stamp = datetime.fromtimestamp(at + rng.random(), timezone.utc)
+            stamp = datetime.fromtimestamp(epoch + at + rng.random(), timezone.utc)
             token = hashlib.sha256(f"{self.seed}:{nonce}:{at!r}".encode()).hexdigest()[:32]
             picks = list(_PICKS)
             rng.shuffle(picks)
@@ -116,3 +125,26 @@ def watch_pages(n_per_kind: int, *, seed: int, duration_s: float, gap_s_min: flo
                     changes.append(round(at, 3))
             out.append(WatchPage(f"/watch/{kind}/{i}", kind, tuple(changes), seed * 1000 + len(out)))
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def host_watch_pages(n_per_kind: int, gap_s_mean: float, seed: int, host_index: int) -> dict[str, WatchPage]:
+    """A simweb host's watch pages by path (the same for every request)."""
+    pages = watch_pages(n_per_kind, seed=seed * 100_003 + host_index, duration_s=CHANGES_MAX * gap_s_mean,
+                        gap_s_min=gap_s_mean / 3, gap_s_mean=gap_s_mean)
+    return {p.path: replace(p, change_at=p.change_at[:CHANGES_MAX]) for p in pages}
+
+
+def watch_reply(config, host_index: int, path: str, t_s: float, started_at: float, nonce: int,  # type: ignore[no-untyped-def]
+                headers) -> tuple[int, list[tuple[str, str]], bytes] | None:
+    """(status, headers, body) of a simweb watch page, None when `path` is not one."""
+    page = host_watch_pages(config.watch_pages_per_kind, config.watch_gap_s_mean, config.seed, host_index).get(path)
+    if page is None:
+        return None
+    html = [("Content-Type", "text/html; charset=utf-8")]
+    if page.kind != "real":
+        return 200, html, page.html(t_s, nonce, epoch=started_at)
+    etag = f'"w{page.version(t_s)}"'
+    if headers.get("If-None-Match") == etag:
+        return 304, [("ETag", etag)], b""
+    return 200, [*html, ("ETag", etag)], page.html(t_s, nonce)
