@@ -9,6 +9,7 @@
     courtly watch changes --out DIR [--id N] [--limit N]   the newest change events
     courtly watch dead --out DIR            webhook deliveries that gave up (dead letters)
     courtly watch feed --out DIR [--id N]   the Atom feed of the changes
+    courtly watch add|list|remove|pause|changes|dead --db DSN ...   a distributed crawl's list
 
 What it owns: the argument parser of `watch`, its commands, and the monitor
 lines of `courtly report` (`politeness_lines`: watches the host's politeness
@@ -38,6 +39,8 @@ def add_parser(sub) -> None:  # type: ignore[no-untyped-def]
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    common.add_argument("--db", metavar="DSN", help="the watch list of a distributed crawl in PostgreSQL "
+                                                   "(add, list, remove, pause, changes, dead; default: --out's)")
     a = ws.add_parser("add", parents=[common], help="watch a URL")
     a.add_argument("url")
     a.add_argument("--every", type=float, default=EVERY_S_DEFAULT, metavar="S",
@@ -77,6 +80,12 @@ def _open(out: Path) -> SqliteWatchStore:
 def run(args: argparse.Namespace, usage_error: type[Exception], now: float) -> int:
     out = Path(args.out)
     cmd = args.watch_command
+    if args.db:
+        if cmd == "feed":
+            raise usage_error("watch feed reads a crawl folder (--out), not --db")
+        from courtly.runtime.wiring import run_async
+
+        return run_async(_run_db(args, usage_error, now))
     if cmd != "add" and not (out / "crawl.db").exists():
         raise usage_error(f"{out} has no watch list (no crawl.db): courtly watch add URL --out {out}")
     store = _open(out)
@@ -104,7 +113,36 @@ def run(args: argparse.Namespace, usage_error: type[Exception], now: float) -> i
     return 0
 
 
+async def _run_db(args: argparse.Namespace, usage_error: type[Exception], now: float) -> int:
+    """The same commands on a distributed crawl's PostgreSQL (async store)."""
+    from courtly.shell.store.watch_postgres import PostgresWatchStore
+
+    store = await PostgresWatchStore.open(args.db)
+    try:
+        cmd = args.watch_command
+        if cmd == "add":
+            w = await store.add(_watch(args, usage_error, now))
+            print(json.dumps(w.to_json()) if args.json else f"watch {w.id}: {w.url} every {w.every_s:g} s")
+        elif cmd == "list":
+            rows = [w.to_json() for w in await store.watches()]
+            print(json.dumps(rows, indent=2) if args.json else "\n".join(f"{r['id']:>4}  {r['url']}" for r in rows))
+        elif cmd in ("remove", "pause"):
+            w = await (store.remove(args.ref) if cmd == "remove" else store.set_paused(args.ref, not args.resume))
+            print(json.dumps(w.to_json()) if args.json else f"watch {w.id} {cmd}: {w.url}")
+        else:
+            rows = [r.to_json() for r in await (store.changes(limit=args.limit, watch_id=args.id)
+                                                if cmd == "changes" else store.dead_letters())]
+            print(json.dumps(rows, indent=2) if args.json else _render_changes(rows))
+    finally:
+        await store.close()
+    return 0
+
+
 def _add(store: SqliteWatchStore, args, usage_error, now: float) -> Watch:  # type: ignore[no-untyped-def]
+    return store.add(_watch(args, usage_error, now))
+
+
+def _watch(args, usage_error, now: float) -> Watch:  # type: ignore[no-untyped-def]
     try:
         url = normalize_url(args.url)
     except (UrlError, ValueError) as e:
@@ -115,7 +153,7 @@ def _add(store: SqliteWatchStore, args, usage_error, now: float) -> Watch:  # ty
                   trigger=args.trigger, trigger_on=args.trigger_on, paused=args.paused, added_at=now).check()
     except WatchRuleError as e:
         raise usage_error(str(e)) from None
-    return store.add(w)
+    return w
 
 
 def feed(store: SqliteWatchStore, *, watch_id: int | None, self_url: str, now: float) -> bytes:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 from courtly.core.watch import ChangeEvent, Watch, WatchState
 from courtly.shell.store.sqlite import StoreError, connect_wal
 
-__all__ = ["SqliteWatchStore", "ChangeRow", "StoreError", "CHANGES_LIMIT_MAX", "DELIVERY_STATES"]
+__all__ = ["SqliteWatchStore", "ChangeRow", "StoreError", "watch_of", "change_row", "with_id", "CHANGES_LIMIT_MAX", "DELIVERY_STATES"]
 
 CHANGES_LIMIT_MAX = 1000
 DELIVERY_STATES = ("none", "pending", "delivered", "dead")
@@ -115,14 +115,14 @@ class SqliteWatchStore:
         if row is not None and not row[1]:
             raise StoreError(f"{watch.url} is watched already (watch {row[0]})")
         if row is not None:
-            w = _with_id(watch, row[0])
+            w = with_id(watch, row[0])
             self._write("UPDATE watches SET spec = ?, paused = ?, removed = 0 WHERE id = ?",
                         (json.dumps(w.to_json()), int(w.paused), w.id))
             self._db.execute("DELETE FROM watch_state WHERE id = ?", (w.id,))   # learns afresh
             return w
         cur = self._write("INSERT INTO watches (url, spec, paused) VALUES (?, ?, ?)",
                           (watch.url, json.dumps(watch.to_json()), int(watch.paused)))
-        w = _with_id(watch, cur.lastrowid)
+        w = with_id(watch, cur.lastrowid)
         self._db.execute("UPDATE watches SET spec = ? WHERE id = ?", (json.dumps(w.to_json()), w.id))
         return w
 
@@ -134,7 +134,7 @@ class SqliteWatchStore:
             row = self._db.execute("SELECT spec, paused FROM watches WHERE url = ? AND removed = 0", (ref,)).fetchone()
         if row is None:
             raise StoreError(f"no watch {ref!r}")
-        return _watch(row)
+        return watch_of(row)
 
     def remove(self, ref: str) -> Watch:
         w = self.find(ref)
@@ -148,7 +148,7 @@ class SqliteWatchStore:
 
     def watches(self) -> list[Watch]:
         rows = self._db.execute("SELECT spec, paused FROM watches WHERE removed = 0 ORDER BY id").fetchall()
-        return [_watch(r) for r in rows]
+        return [watch_of(r) for r in rows]
 
     def rows(self) -> list[dict]:
         """Each live watch with its state: counts, current interval, learned noise."""
@@ -197,19 +197,19 @@ class SqliteWatchStore:
         else:
             rows = self._db.execute("SELECT * FROM changes WHERE watch_id = ? ORDER BY seq DESC LIMIT ?",
                                     (watch_id, limit))
-        return [_change(r) for r in rows]
+        return [change_row(r) for r in rows]
 
     def change(self, seq: int) -> ChangeRow | None:
         row = self._db.execute("SELECT * FROM changes WHERE seq = ?", (seq,)).fetchone()
-        return _change(row) if row else None
+        return change_row(row) if row else None
 
     def pending(self, limit: int = 1000) -> list[ChangeRow]:
         rows = self._db.execute("SELECT * FROM changes WHERE delivery = 'pending' ORDER BY seq LIMIT ?", (limit,))
-        return [_change(r) for r in rows]
+        return [change_row(r) for r in rows]
 
     def dead_letters(self, limit: int = 1000) -> list[ChangeRow]:
         rows = self._db.execute("SELECT * FROM changes WHERE delivery = 'dead' ORDER BY seq DESC LIMIT ?", (limit,))
-        return [_change(r) for r in rows]
+        return [change_row(r) for r in rows]
 
     def set_delivery(self, seq: int, delivery: str, attempts: int, error: str = "") -> None:
         assert delivery in DELIVERY_STATES
@@ -217,11 +217,11 @@ class SqliteWatchStore:
                     (delivery, attempts, error[:500], seq))
 
 
-def _watch(row) -> Watch:  # type: ignore[no-untyped-def]
+def watch_of(row) -> Watch:  # type: ignore[no-untyped-def]
     return _with_paused(Watch.from_json(json.loads(row[0])), bool(row[1]))
 
 
-def _with_id(w: Watch, i: int) -> Watch:
+def with_id(w: Watch, i: int) -> Watch:
     return replace(w, id=int(i))
 
 
@@ -229,5 +229,5 @@ def _with_paused(w: Watch, paused: bool) -> Watch:
     return replace(w, paused=paused)
 
 
-def _change(r) -> ChangeRow:  # type: ignore[no-untyped-def]
+def change_row(r) -> ChangeRow:  # type: ignore[no-untyped-def]
     return ChangeRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), json.loads(r[6]), r[7], r[8], r[9], r[10])
