@@ -93,3 +93,15 @@ def test_a_non_2xx_answer_or_a_decision_schedules_the_next_check_at_the_interval
     m.due(11.0)
     m.released("http://a.test/1", 12.0)
     assert m.next_wakeup() == 22.0
+
+
+def test_watches_are_keyed_by_the_crawls_own_normalisation():
+    from courtly.runtime.monitor import Monitor
+
+    m = Monitor(Config().replace("crawl", intent="monitor"),
+                normalize=lambda urls: [u.replace("?sid=1", "") for u in urls])
+    m.attach(FakeStore([Watch("http://a.test/p?sid=1", every_s=10, id=1)]), [])
+    m.load(0.0)
+    assert m.due(0.0) == ["http://a.test/p"] and m.owns("http://a.test/p")
+    m.fetched("http://a.test/p", 200, b"<p>some words of text</p>", "text/html", 1.0, 1.0)
+    assert m.states[1].checks == 1 and m.in_flight == set()

@@ -400,6 +400,8 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     if not seeds and not (out / "crawl.db").exists():
         if args.seeds_file:
             raise UsageError(f"no seeds: {args.seeds_file} holds no URL (one per line; # starts a comment)")
+        if cfg.crawl.intent == "monitor":
+            raise UsageError(f"no watch list in {out}: courtly watch add URL --out {out} (or give seeds)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
     if status is not None:

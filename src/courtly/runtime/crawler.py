@@ -140,7 +140,8 @@ class Crawler(LeaseRequests):
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
-        self.monitor = Monitor(cfg)   # the watch list (intent monitor); wiring attaches its store
+        # the watch list (intent monitor); wiring attaches its store
+        self.monitor = Monitor(cfg, normalize=self.admission.normalized)
         self.results = Results(self)
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)

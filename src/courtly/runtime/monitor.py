@@ -46,8 +46,10 @@ class ChangeSink(Protocol):
 
 
 class Monitor:
-    def __init__(self, cfg) -> None:
-        self.wanted = cfg.crawl.intent == "monitor"
+    def __init__(self, cfg, normalize=None) -> None:  # type: ignore[no-untyped-def]
+        # the crawl's URL normalisation (its strip_params may differ from the
+        # defaults a watch was added with): checks are keyed as the crawl queues them
+        self._normalize = normalize or list
         self.store: WatchStorePort | None = None
         self.sinks: list[ChangeSink] = []
         self.by_url: dict[str, Watch] = {}
@@ -79,7 +81,10 @@ class Monitor:
             return
         self._version = self.store.version()
         watches = self.store.watches()
-        self.by_url = {w.url: w for w in watches}
+        self.by_url = {}
+        for w in watches:
+            forms = self._normalize([w.url])
+            self.by_url[forms[0] if forms else w.url] = w
         self.rules = {w.id: w.rules() for w in watches}
         for w in watches:
             self.states.setdefault(w.id, WatchState())
