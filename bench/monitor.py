@@ -138,7 +138,8 @@ def main() -> int:
     for kind in ("noise", "both", "real"):
         n = max(1, checks_by_kind[kind])
         fb = bytes_by_kind[kind]
-        print(f"    {kind:<6} ({checks_by_kind[kind]:>6,} checks)  {false_by_kind[kind]:>5} = {100 * false_by_kind[kind] / n:5.2f} %"
+        ours = false_by_kind[kind]
+        print(f"    {kind:<6} ({checks_by_kind[kind]:>6,} checks)  {ours:>5} = {100 * ours / n:5.2f} %"
               f"   {fb:>5} = {100 * fb / n:6.2f} %")
     learned = Counter(s for st in states for s in st.noise.learned)
     print("  noise learned: " + (", ".join(f"{s!r} on {n} watches" for s, n in learned.most_common()) or "nothing"))

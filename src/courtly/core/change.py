@@ -44,12 +44,13 @@ import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from courtly.core.links import parse_html
 from courtly.core.maintext import main_text
 
 __all__ = [
-    "WatchRules", "WatchRuleError", "compile_rules", "content_of", "mask", "fingerprint",
+    "WatchRules", "WatchRuleError", "TriggerOn", "compile_rules", "content_of", "mask", "fingerprint",
     "NoiseBook", "Observation", "observe", "Judgement", "compare", "diff_blocks", "skeleton",
     "BLOCKS_MAX", "BLOCK_CHARS_MAX", "DIFF_ENTRIES_MAX", "NOISE_CHANGES_MIN", "NOISE_SHARE_MIN",
 ]
@@ -92,6 +93,13 @@ _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"^[^\d]*?(-?\d[\d,]*(?:\.\d+)?)[^\d]*$")
 
 
+class TriggerOn(StrEnum):
+    """When a watch's trigger text makes a change."""
+
+    APPEAR = "appear"
+    DISAPPEAR = "disappear"
+
+
 class WatchRuleError(ValueError):
     """A watch's filter is unusable (bad CSS selector or regular expression)."""
 
@@ -104,13 +112,15 @@ class WatchRules:
     exclude: tuple[str, ...] = ()         # CSS: these elements are removed first
     ignore: tuple[re.Pattern[str], ...] = ()   # text matching these is masked
     trigger: str = ""                     # text whose appearance (or disappearance) is the change
-    trigger_on: str = "appear"            # appear | disappear
+    trigger_on: TriggerOn = TriggerOn.APPEAR
 
 
 def compile_rules(select=(), exclude=(), ignore=(), trigger: str = "", trigger_on: str = "appear") -> WatchRules:
     """Check and compile a watch's filters; raises `WatchRuleError` naming the bad one."""
-    if trigger_on not in ("appear", "disappear"):
-        raise WatchRuleError(f"trigger_on must be appear or disappear, not {trigger_on!r}")
+    try:
+        when = TriggerOn(trigger_on)
+    except ValueError:
+        raise WatchRuleError(f"trigger_on must be appear or disappear, not {trigger_on!r}") from None
     if len(select) + len(exclude) > SELECTORS_MAX or len(ignore) > SELECTORS_MAX:
         raise WatchRuleError(f"at most {SELECTORS_MAX} selectors and {SELECTORS_MAX} ignore patterns")
     probe = parse_html(b"<html><body><p>x</p></body></html>", "text/html").tree
@@ -125,7 +135,7 @@ def compile_rules(select=(), exclude=(), ignore=(), trigger: str = "", trigger_o
             patterns.append(re.compile(rx, re.I))
         except re.error as e:
             raise WatchRuleError(f"bad ignore pattern {rx!r}: {e}") from None
-    return WatchRules(tuple(select), tuple(exclude), tuple(patterns), trigger, trigger_on)
+    return WatchRules(tuple(select), tuple(exclude), tuple(patterns), trigger, when)
 
 
 def content_of(body: bytes, content_type: str, rules: WatchRules = WatchRules()) -> list[str]:
@@ -328,7 +338,7 @@ def compare(prev: Observation, cur: Observation, rules: WatchRules) -> Judgement
     if prev.fingerprint == cur.fingerprint:
         return Judgement(False, {})
     if rules.trigger:
-        flipped = (not prev.trigger_present and cur.trigger_present) if rules.trigger_on == "appear" \
+        flipped = (not prev.trigger_present and cur.trigger_present) if rules.trigger_on is TriggerOn.APPEAR \
             else (prev.trigger_present and not cur.trigger_present)
         if not flipped:
             return Judgement(False, {})

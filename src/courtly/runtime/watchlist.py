@@ -180,12 +180,14 @@ def _render_changes(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         d = r["diff"]
+        why = f": {r['last_error']}" if r["last_error"] else ""
         lines.append(f"#{r['seq']} {r['detected_at']} {r['url']} (+{len(d['added'])} -{len(d['removed'])} "
-                     f"~{len(d['changed'])}) delivery {r['delivery']}" + (f": {r['last_error']}" if r["last_error"] else ""))
+                     f"~{len(d['changed'])}) delivery {r['delivery']}{why}")
     return "\n".join(lines) if lines else "no changes"
 
 
-def politeness_lines(out: Path, delay_s: dict[str, float], default_delay_s: float, key_mode: str) -> tuple[list[str], list[dict]]:
+def politeness_lines(out: Path, delay_s: dict[str, float], default_delay_s: float,
+                     key_mode: str) -> tuple[list[str], list[dict]]:
     """`courtly report`'s monitor section: per host with watches, the best
     time-to-detect its politeness allows and the watches it makes impossible."""
     if not (out / "crawl.db").exists():

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from courtly import __version__
+from courtly.shell.store.watch_sqlite import Delivery
 
 __all__ = ["ChangeLog", "WebhookSender", "aiohttp_post"]
 
@@ -110,7 +111,7 @@ class WebhookSender:
     def _push(self, at: float, seq: int, url: str, body: bytes, attempts: int) -> None:
         if len(self._heap) >= self.queue_max:
             self.dead += 1
-            self.store.set_delivery(seq, "dead", attempts, f"queue full ({self.queue_max} events waiting)")
+            self.store.set_delivery(seq, Delivery.DEAD, attempts, f"queue full ({self.queue_max} events waiting)")
             return
         heapq.heappush(self._heap, (at, seq, url, body, attempts))
         self._wake.set()
@@ -141,15 +142,15 @@ class WebhookSender:
         status, error = await self.post(url, body, self.timeout_s)
         if 200 <= status < 300:
             self.delivered += 1
-            self.store.set_delivery(seq, "delivered", attempt)
+            self.store.set_delivery(seq, Delivery.DELIVERED, attempt)
             return
         error = error or f"status {status}"
         if attempt >= self.attempts_max:
             self.dead += 1
-            self.store.set_delivery(seq, "dead", attempt, error)
+            self.store.set_delivery(seq, Delivery.DEAD, attempt, error)
             log.warning("webhook %s: change %d is a dead letter after %d attempts (%s)", url, seq, attempt, error,
                         extra={"event": "webhook_dead", "seq": seq, "webhook": url})
             return
-        self.store.set_delivery(seq, "pending", attempt, error)
+        self.store.set_delivery(seq, Delivery.PENDING, attempt, error)
         wait = min(self.backoff_s_max, self.backoff_s * 2 ** (attempt - 1))
         self._push(self.clock.now() + wait, seq, url, body, attempt)

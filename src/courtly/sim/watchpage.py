@@ -135,8 +135,8 @@ def host_watch_pages(n_per_kind: int, gap_s_mean: float, seed: int, host_index: 
     return {p.path: replace(p, change_at=p.change_at[:CHANGES_MAX]) for p in pages}
 
 
-def watch_reply(config, host_index: int, path: str, t_s: float, started_at: float, nonce: int,  # type: ignore[no-untyped-def]
-                headers) -> tuple[int, list[tuple[str, str]], bytes] | None:
+def watch_reply(config, host_index: int, path: str, t_s: float, started_at: float,  # type: ignore[no-untyped-def]
+                nonce: int, headers) -> tuple[int, list[tuple[str, str]], bytes] | None:
     """(status, headers, body) of a simweb watch page, None when `path` is not one."""
     page = host_watch_pages(config.watch_pages_per_kind, config.watch_gap_s_mean, config.seed, host_index).get(path)
     if page is None:

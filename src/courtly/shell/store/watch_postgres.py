@@ -19,7 +19,9 @@ import asyncpg
 from courtly.core.watch import ChangeEvent, Watch, WatchState
 from courtly.shell.store.pg_schema import migrate
 from courtly.shell.store.sqlite import StoreError
-from courtly.shell.store.watch_sqlite import CHANGES_LIMIT_MAX, DELIVERY_STATES, ChangeRow, change_row, watch_of, with_id
+from courtly.shell.store.watch_sqlite import (
+    CHANGES_LIMIT_MAX, DELIVERY_STATES, ChangeRow, Delivery, change_row, watch_of, with_id,
+)
 
 __all__ = ["PostgresWatchStore"]
 
@@ -118,7 +120,7 @@ class PostgresWatchStore:
                 "INSERT INTO changes (watch_id, url, detected_at, event, before, after, webhook, delivery) "
                 "VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb, $7, $8) RETURNING seq",
                 ev.watch_id, ev.url, ev.detected_at, json.dumps(ev.to_json()), json.dumps(list(ev.before)),
-                json.dumps(list(ev.after)), webhook, "pending" if webhook else "none"))
+                json.dumps(list(ev.after)), webhook, Delivery.PENDING if webhook else Delivery.NONE))
 
     async def changes(self, *, limit: int = 100, watch_id: int | None = None) -> list[ChangeRow]:
         limit = max(1, min(limit, CHANGES_LIMIT_MAX))

@@ -21,16 +21,30 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
 from courtly.core.watch import ChangeEvent, Watch, WatchState
 from courtly.shell.store.sqlite import StoreError, connect_wal
 
-__all__ = ["SqliteWatchStore", "ChangeRow", "StoreError", "watch_of", "change_row", "with_id", "CHANGES_LIMIT_MAX", "DELIVERY_STATES"]
+__all__ = ["SqliteWatchStore", "ChangeRow", "StoreError", "Delivery", "WATCHES_MAX", "watch_of", "change_row",
+           "with_id", "CHANGES_LIMIT_MAX", "DELIVERY_STATES"]
 
 CHANGES_LIMIT_MAX = 1000
-DELIVERY_STATES = ("none", "pending", "delivered", "dead")
+WATCHES_MAX = 100_000     # live watches in one crawl
+
+
+class Delivery(StrEnum):
+    """A change event's webhook delivery."""
+
+    NONE = "none"            # its watch has no webhook
+    PENDING = "pending"      # waiting for (another) attempt
+    DELIVERED = "delivered"
+    DEAD = "dead"            # gave up: a dead letter
+
+
+DELIVERY_STATES = tuple(Delivery)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS watches (
@@ -114,6 +128,8 @@ class SqliteWatchStore:
         row = self._db.execute("SELECT id, removed FROM watches WHERE url = ?", (watch.url,)).fetchone()
         if row is not None and not row[1]:
             raise StoreError(f"{watch.url} is watched already (watch {row[0]})")
+        if self._db.execute("SELECT count(*) FROM watches WHERE removed = 0").fetchone()[0] >= WATCHES_MAX:
+            raise StoreError(f"the watch list is full ({WATCHES_MAX} watches)")
         if row is not None:
             w = with_id(watch, row[0])
             self._write("UPDATE watches SET spec = ?, paused = ?, removed = 0 WHERE id = ?",
@@ -186,7 +202,7 @@ class SqliteWatchStore:
             "INSERT INTO changes (watch_id, url, detected_at, event, before, after, webhook, delivery) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (ev.watch_id, ev.url, ev.detected_at, json.dumps(ev.to_json()), json.dumps(list(ev.before)),
-             json.dumps(list(ev.after)), webhook, "pending" if webhook else "none"))
+             json.dumps(list(ev.after)), webhook, Delivery.PENDING if webhook else Delivery.NONE))
         return int(cur.lastrowid)
 
     def changes(self, *, limit: int = 100, watch_id: int | None = None) -> list[ChangeRow]:
@@ -230,4 +246,5 @@ def _with_paused(w: Watch, paused: bool) -> Watch:
 
 
 def change_row(r) -> ChangeRow:  # type: ignore[no-untyped-def]
-    return ChangeRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), json.loads(r[6]), r[7], r[8], r[9], r[10])
+    return ChangeRow(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), json.loads(r[6]),
+                     r[7], r[8], r[9], r[10])
