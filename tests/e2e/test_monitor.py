@@ -33,12 +33,35 @@ commit_interval_s = 0.2
 webhook_attempts_max = 3
 webhook_backoff_s = 0.1
 webhook_timeout_s = 5.0
+api_token = "t0ken"
 """
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api(base: str, method: str, path: str, body: dict | None = None, token: str = "") -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(base + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
 
 
 @pytest.fixture
 def site():
-    s, stop = start_site({"/real": "real", "/noise": "noise", "/both": "both"})
+    s, stop = start_site({"/real": "real", "/noise": "noise", "/both": "both", "/later": "real"})
     yield s
     stop()
 
@@ -51,8 +74,11 @@ def test_monitor_reports_each_real_change_once_retries_failing_hooks_and_publish
         assert add.returncode == 0, add.stderr
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/"
     proc = subprocess.Popen(courtly_cmd("crawl", "--intent", "monitor", "--out", str(out), "--config", str(cfg),
-                                        "--allow-network", "127.0.0.0/8", "--duration-s", "300", "--quiet"),
+                                        "--allow-network", "127.0.0.0/8", "--duration-s", "300", "--quiet",
+                                        "--status", f"127.0.0.1:{port}"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for("the learning checks", lambda: all(site.count(p) > LEARN_CHECKS for p in ("/real", "/noise", "/both")))
@@ -67,6 +93,16 @@ def test_monitor_reports_each_real_change_once_retries_failing_hooks_and_publish
         wait_for("the dead letter", lambda: db_rows(out, "SELECT count(*) FROM changes WHERE delivery = 'dead'")[0][0] == 1)
         n = site.count("/noise")
         wait_for("more noise checks", lambda: site.count("/noise") >= n + 5 and site.count("/real") >= n + 5)
+
+        # the status server's API: reads open, a write needs the token, the crawl takes the new watch
+        status, body = api(base, "GET", "api/watches")
+        assert status == 200 and len(json.loads(body)["rows"]) == 3
+        assert api(base, "POST", "api/watches", {"url": site.url("/later"), "every_s": 1})[0] == 401
+        status, body = api(base, "POST", "api/watches", {"url": site.url("/later"), "every_s": 1}, token="t0ken")
+        assert status == 201, body
+        wait_for("the new watch's checks", lambda: site.count("/later") > LEARN_CHECKS)
+        status, feed_body = api(base, "GET", "changes.atom")
+        assert status == 200 and len(feedparser.parse(feed_body).entries) == 3
     finally:
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)

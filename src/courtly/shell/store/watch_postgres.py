@@ -20,7 +20,7 @@ from courtly.core.watch import ChangeEvent, Watch, WatchState
 from courtly.shell.store.pg_schema import migrate
 from courtly.shell.store.sqlite import StoreError
 from courtly.shell.store.watch_sqlite import (
-    CHANGES_LIMIT_MAX, DELIVERY_STATES, ChangeRow, Delivery, change_row, watch_of, with_id,
+    CHANGES_LIMIT_MAX, DELIVERY_STATES, WATCHES_MAX, ChangeRow, Delivery, change_row, watch_of, with_id,
 )
 
 __all__ = ["PostgresWatchStore"]
@@ -63,6 +63,8 @@ class PostgresWatchStore:
             row = await conn.fetchrow("SELECT id, removed FROM watches WHERE url = $1 FOR UPDATE", watch.url)
             if row is not None and not row["removed"]:
                 raise StoreError(f"{watch.url} is watched already (watch {row['id']})")
+            if await conn.fetchval("SELECT count(*) FROM watches WHERE NOT removed") >= WATCHES_MAX:
+                raise StoreError(f"the watch list is full ({WATCHES_MAX} watches)")
             if row is not None:
                 w = with_id(watch, row["id"])
                 await conn.execute("UPDATE watches SET spec = $1::jsonb, paused = $2, removed = false WHERE id = $3",
