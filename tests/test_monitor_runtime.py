@@ -77,9 +77,10 @@ def test_a_real_change_goes_to_the_store_and_every_sink_noise_does_not():
         at = 10.0 * n
         assert m.due(at) == ["http://a.test/p"]
         m.fetched("http://a.test/p", 200, page.html(at, n), "text/html", at, at)
+    assert sink.got == [] and store.changes == []      # published at the commit, after the WARC flush
+    m.save()
     assert [(s, u, w) for s, u, w in sink.got] == [(1, "http://a.test/p", "http://hook.test/")]
     assert store.changes[0][0].detected_at == 100.0
-    m.save()
     assert store.saved[1].changes == 1
 
 

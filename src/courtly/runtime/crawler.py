@@ -377,13 +377,13 @@ class Crawler(LeaseRequests):
             self.budget.save(self.batch)
             self.recrawl.save(self.batch)
             self._budget_saved_at = now
-        self.monitor.save()
-        self.monitor.poll(now)
         if len(self.batch):
             batch, self.batch = self.batch, Batch()
             self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
             self.store.apply(batch)
             self.admission.committed()
+        self.monitor.save()         # after the WARC flush: a change event never names unwritten bytes
+        self.monitor.poll(now)
         self.overflow.refill(now)   # the store now holds every queued URL decided so far
         self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
 

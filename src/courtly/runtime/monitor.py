@@ -13,7 +13,10 @@ URL (one request at a time per key, the key's delay, robots.txt, purges) and
 the fetch is conditional (the recrawl history's validators). A watch is in
 flight from then until its answer (`fetched`, `not_modified`) or a decision
 (`released`), so it is never queued twice. `next_wakeup()` is the earliest
-due watch: nothing polls. States are saved at each commit (`save`).
+due watch: nothing polls. Change events and states are written at each
+commit (`save`), after the WARC writer is flushed: an event never names a
+capture whose bytes are not on disk (it costs up to one commit interval of
+time-to-detect).
 
 It sees the store, the change log and the sender only through the small
 protocols below (the composition root, runtime/wiring, gives the concrete
@@ -57,6 +60,7 @@ class Monitor:
         self.states: dict[int, WatchState] = {}
         self.in_flight: set[str] = set()
         self._dirty: set[int] = set()
+        self._events: list[tuple[Watch, ChangeEvent]] = []   # judged, published at the next save
         self._version = -1
         self.events = 0
 
@@ -92,6 +96,11 @@ class Monitor:
                  extra={"event": "watch_list", "watches": len(watches)})
 
     def save(self) -> None:
+        """Publish the events judged since the last save, then save states
+        (the crawler calls it at each commit, after the WARC flush)."""
+        events, self._events = self._events, []
+        for w, ev in events:
+            self._publish(w, ev)
         if self.store is not None and self._dirty:
             self.store.save_states({i: self.states[i] for i in self._dirty if i in self.states})
             self._dirty.clear()
@@ -135,7 +144,7 @@ class Monitor:
         rules = self.rules[w.id]
         ev = checked(w, rules, st, content_of(content, content_type, rules), now, capture_at)
         if ev is not None:
-            self._publish(w, ev)
+            self._events.append((w, ev))
         return ev
 
     def not_modified(self, url: str, now: float) -> None:
