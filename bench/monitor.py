@@ -25,31 +25,27 @@ import argparse
 import hashlib
 import heapq
 import statistics
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 from courtly.core.change import content_of
 from courtly.core.watch import Watch, WatchState, checked, host_verdicts, next_check_at
 from courtly.sim.watchpage import watch_pages
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def quantile(xs: list[float], q: float) -> float:
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
+from monitor_score import common_args, quantile, score  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--per-kind", type=int, default=10, help="watch pages of each kind (default: %(default)s)")
+    common_args(ap, per_kind=10, every_s=60.0, hosts=6, delay_s=1.0, gap_s_mean=1200.0)
     ap.add_argument("--hours", type=float, default=6.0, help="virtual hours (default: %(default)s)")
-    ap.add_argument("--every-s", type=float, default=60.0, help="check interval (default: %(default)s)")
     ap.add_argument("--target-s", type=float, default=0.0,
-                    help="watches' target time-to-detect: quiet pages are checked less often up to it (default: 0 = fixed)")
-    ap.add_argument("--hosts", type=int, default=6, help="hosts the pages are spread over (default: %(default)s)")
-    ap.add_argument("--delay-s", type=float, default=1.0, help="politeness delay per host (default: %(default)s)")
-    ap.add_argument("--gap-s-mean", type=float, default=1200.0, help="mean gap between real changes (default: %(default)s)")
+                    help="watches' target time-to-detect: quiet pages are checked less often up to it "
+                         "(default: 0 = fixed)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     duration = a.hours * 3600
@@ -112,19 +108,10 @@ def main() -> int:
         bytes_by_kind[p.kind] += byte_changes[i]
         start = learned_at[i] or 0.0
         changes = [c for c in p.change_at if start < c <= last_at[i]]   # made while watched
-        evs = list(events[i])
-        matched = set()
-        for k, c in enumerate(changes):
-            made += 1
-            nxt = changes[k + 1] if k + 1 < len(changes) else float("inf")
-            hit = [e for e in evs if c <= e < nxt]
-            if hit:
-                found += 1
-                ttd.append(hit[0] - c)
-                matched.add(hit[0])
-            else:
-                missed += 1
-        false_by_kind[p.kind] += sum(1 for e in evs if e not in matched)
+        s = score(changes, events[i])
+        made, found, missed = made + s.made, found + s.found, missed + s.made - s.found
+        ttd += s.ttd
+        false_by_kind[p.kind] += s.false
     n_checks = sum(checks)
     print(f"monitor benchmark: {len(pages)} watch pages ({a.per_kind} per kind) on {a.hosts} hosts, "
           f"{a.hours:g} virtual hours, every {a.every_s:g} s, politeness delay {a.delay_s:g} s, seed {a.seed}")

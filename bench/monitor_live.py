@@ -32,11 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import pin, run_measured, server_verdict  # noqa: E402
-
-
-def quantile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+from monitor_score import common_args, quantile, score  # noqa: E402
 
 
 def t_of(stamp: str) -> float:
@@ -45,13 +41,8 @@ def t_of(stamp: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hosts", type=int, default=4, help="simulated hosts (default: %(default)s)")
-    ap.add_argument("--per-kind", type=int, default=2, help="watch pages of each kind per host (default: %(default)s)")
-    ap.add_argument("--every-s", type=float, default=5.0, help="check interval (default: %(default)s)")
-    ap.add_argument("--gap-s-mean", type=float, default=30.0,
-                    help="mean gap between a page's real changes, at least a third of it (default: %(default)s)")
+    common_args(ap, per_kind=2, every_s=5.0, hosts=4, delay_s=0.5, gap_s_mean=30.0)   # --per-kind: on each host
     ap.add_argument("--duration-s", type=float, default=180.0, help="crawl duration (default: %(default)s)")
-    ap.add_argument("--delay-s", type=float, default=0.5, help="politeness delay per key (default: %(default)s)")
     a = ap.parse_args()
     from courtly.core.watch import LEARN_CHECKS, Watch
     from courtly.runtime.demo import simweb_process
@@ -115,17 +106,9 @@ def report(a, pages, checks, events, started, run, verdict, learn_checks: int) -
             continue
         start, end = seq[learn_checks - 1][0], seq[-1][0]
         mine = sorted(t_of(e["detected_at"]) - started for e in events if e["url"] == url)
-        changes = [c for c in page.change_at if start < c <= end]
-        matched = set()
-        for k, c in enumerate(changes):
-            made += 1
-            nxt = changes[k + 1] if k + 1 < len(changes) else float("inf")
-            hit = [e for e in mine if c <= e < nxt]
-            if hit:
-                found += 1
-                ttd.append(hit[0] - c)
-                matched.add(hit[0])
-        false[page.kind] += sum(1 for e in mine if e not in matched)
+        s = score([c for c in page.change_at if start < c <= end], mine)
+        made, found, ttd = made + s.made, found + s.found, ttd + s.ttd
+        false[page.kind] += s.false
         for (t0, d0), (t1, d1) in zip(seq[learn_checks - 1:], seq[learn_checks:]):
             judged[page.kind] += 1
             byte_false[page.kind] += d0 != d1 and page.version(t0) == page.version(t1)
