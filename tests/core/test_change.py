@@ -119,3 +119,16 @@ def test_trigger_reports_only_when_the_text_appears():
 
 def test_hostile_nesting_still_gives_its_text():
     assert content_of(b"<html><body>" + b"<div>" * 20000 + b"<p>deep text here</p>", "text/html") == ["deep text here"]
+
+
+def test_a_watch_can_keep_a_generic_mask_off():
+    rules = compile_rules(keep=["date"])
+    assert mask("Next meeting: 2026-12-15", rules) == "Next meeting: 2026-12-15"
+    assert MASK in mask("Next meeting: 2026-12-15")
+    with pytest.raises(WatchRuleError, match="no mask named"):
+        compile_rules(keep=["dates"])
+
+
+@pytest.mark.parametrize("text", ["Ad hoc committee meets on the first Monday", "Sponsored by the city council"])
+def test_text_that_merely_starts_like_an_ad_is_kept(text):
+    assert mask(text) == text

@@ -19,6 +19,7 @@ How it works
    nonces: 16+ characters mixing letters and digits), query strings of URLs
    (cache busters), "Advertisement" slots; then the watch's ignore regexes
    and the noise it learned. Prices and other numbers stay: they are content.
+   A watch may keep any generic mask off (`keep`: a date can be the content).
 3. Comparison. Blocks are compared as a multiset: a block moved elsewhere
    (a reordered recommendation list) is not a change. The fingerprint is
    the SHA-256 of the sorted masked blocks.
@@ -50,7 +51,7 @@ from courtly.core.links import parse_html
 from courtly.core.maintext import main_text
 
 __all__ = [
-    "WatchRules", "WatchRuleError", "TriggerOn", "compile_rules", "content_of", "mask", "fingerprint",
+    "WatchRules", "WatchRuleError", "TriggerOn", "MASK_NAMES", "compile_rules", "content_of", "mask", "fingerprint",
     "NoiseBook", "Observation", "observe", "Judgement", "compare", "diff_blocks", "skeleton",
     "BLOCKS_MAX", "BLOCK_CHARS_MAX", "DIFF_ENTRIES_MAX", "NOISE_CHANGES_MIN", "NOISE_SHARE_MIN",
 ]
@@ -87,8 +88,10 @@ _MASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
                            r"\b(?:views?|visitors?|visits?|hits?|online|visitor\s+count|page\s+views)\s*[:#]?\s*\d[\d,.]*",
                            re.I)),
     ("token", re.compile(r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}\b")),
-    ("ad-slot", re.compile(r"^\s*(?:advertisement|sponsored|ad)\b.*$", re.I)),
+    # a block that announces itself as an ad ("Advertisement: ...", "Sponsored", "Ad | ...")
+    ("ad-slot", re.compile(r"^\s*(?:advertisement|sponsored|ad)\s*(?:[:|\-\u2013\u2014]|$).*$", re.I)),
 )
+MASK_NAMES = tuple(name for name, _ in _MASKS)
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"^[^\d]*?(-?\d[\d,]*(?:\.\d+)?)[^\d]*$")
 
@@ -111,11 +114,13 @@ class WatchRules:
     select: tuple[str, ...] = ()          # CSS: only these elements' text is the content
     exclude: tuple[str, ...] = ()         # CSS: these elements are removed first
     ignore: tuple[re.Pattern[str], ...] = ()   # text matching these is masked
+    keep: frozenset[str] = frozenset()    # generic masks (MASK_NAMES) not applied: a date may be the content
     trigger: str = ""                     # text whose appearance (or disappearance) is the change
     trigger_on: TriggerOn = TriggerOn.APPEAR
 
 
-def compile_rules(select=(), exclude=(), ignore=(), trigger: str = "", trigger_on: str = "appear") -> WatchRules:
+def compile_rules(select=(), exclude=(), ignore=(), trigger: str = "", trigger_on: str = "appear",
+                  keep=()) -> WatchRules:
     """Check and compile a watch's filters; raises `WatchRuleError` naming the bad one."""
     try:
         when = TriggerOn(trigger_on)
@@ -135,7 +140,11 @@ def compile_rules(select=(), exclude=(), ignore=(), trigger: str = "", trigger_o
             patterns.append(re.compile(rx, re.I))
         except re.error as e:
             raise WatchRuleError(f"bad ignore pattern {rx!r}: {e}") from None
-    return WatchRules(tuple(select), tuple(exclude), tuple(patterns), trigger, when)
+    unknown = sorted(set(keep) - set(MASK_NAMES))
+    if unknown:
+        raise WatchRuleError(f"no mask named {unknown[0]!r} (known: {', '.join(MASK_NAMES)})")
+    return WatchRules(select=tuple(select), exclude=tuple(exclude), ignore=tuple(patterns), keep=frozenset(keep),
+                      trigger=trigger, trigger_on=when)
 
 
 def content_of(body: bytes, content_type: str, rules: WatchRules = WatchRules()) -> list[str]:
@@ -198,8 +207,9 @@ def _collapse(text: str) -> str:
 
 def mask(block: str, rules: WatchRules = WatchRules(), learned: tuple[re.Pattern[str], ...] = ()) -> str:
     """`block` with its volatile parts replaced by MASK (step 2); "" if nothing is left."""
-    for _name, rx in _MASKS:
-        block = rx.sub(MASK, block)
+    for name, rx in _MASKS:
+        if name not in rules.keep:
+            block = rx.sub(MASK, block)
     for rx in rules.ignore:
         block = rx.sub(MASK, block)
     for rx in learned:

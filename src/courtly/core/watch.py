@@ -61,6 +61,7 @@ class Watch:
     ignore: tuple[str, ...] = ()         # regular expressions masked in the text
     trigger: str = ""                    # text whose appearance (or disappearance) is the change
     trigger_on: str = "appear"           # appear | disappear
+    keep: tuple[str, ...] = ()           # generic masks not applied (core/change.MASK_NAMES)
     paused: bool = False
     id: int = 0                          # given by the store
     added_at: float = 0.0
@@ -70,7 +71,7 @@ class Watch:
         return self.target_s or self.every_s
 
     def rules(self) -> WatchRules:
-        return compile_rules(self.select, self.exclude, self.ignore, self.trigger, self.trigger_on)
+        return compile_rules(self.select, self.exclude, self.ignore, self.trigger, self.trigger_on, self.keep)
 
     def check(self) -> "Watch":
         """Itself when valid; raises `WatchRuleError` naming the problem."""
@@ -89,13 +90,13 @@ class Watch:
         return {"id": self.id, "url": self.url, "every_s": self.every_s, "target_s": self.target_s,
                 "webhook": self.webhook, "select": list(self.select), "exclude": list(self.exclude),
                 "ignore": list(self.ignore), "trigger": self.trigger, "trigger_on": self.trigger_on,
-                "paused": self.paused, "added_at": self.added_at}
+                "keep": list(self.keep), "paused": self.paused, "added_at": self.added_at}
 
     @classmethod
     def from_json(cls, d: dict) -> "Watch":
         known = {k: d[k] for k in ("id", "url", "every_s", "target_s", "webhook", "trigger", "trigger_on",
                                    "paused", "added_at") if k in d}
-        lists = {k: tuple(str(x) for x in d.get(k) or ()) for k in ("select", "exclude", "ignore")}
+        lists = {k: tuple(str(x) for x in d.get(k) or ()) for k in ("select", "exclude", "ignore", "keep")}
         return cls(**known, **lists)
 
 

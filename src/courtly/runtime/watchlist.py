@@ -2,7 +2,7 @@
 
     courtly watch add URL --out DIR [--every S] [--target S] [--webhook URL]
                       [--select CSS]... [--exclude CSS]... [--ignore REGEX]...
-                      [--trigger TEXT [--trigger-on appear|disappear]] [--paused]
+                      [--trigger TEXT [--trigger-on appear|disappear]] [--keep MASK]... [--paused]
     courtly watch list --out DIR            the watches, what each learned, its counts
     courtly watch remove ID|URL --out DIR
     courtly watch pause ID|URL --out DIR [--resume]
@@ -25,6 +25,7 @@ import argparse
 import json
 from pathlib import Path
 
+from courtly.core.change import MASK_NAMES
 from courtly.core.urls import UrlError, normalize_url, politeness_key, split_origin
 from courtly.core.watch import EVERY_S_DEFAULT, Watch, WatchRuleError, host_verdicts
 from courtly.shell.feed import atom_feed
@@ -54,6 +55,9 @@ def add_parser(sub) -> None:  # type: ignore[no-untyped-def]
     a.add_argument("--exclude", action="append", default=[], metavar="CSS", help="leave these elements out (repeatable)")
     a.add_argument("--ignore", action="append", default=[], metavar="REGEX",
                    help="mask text matching this, case-insensitive (repeatable)")
+    a.add_argument("--keep", action="append", default=[], choices=MASK_NAMES,
+                   help="do not mask these (repeatable; e.g. --keep date when a date is the content; "
+                        "default: mask all of them)")
     a.add_argument("--trigger", default="", metavar="TEXT",
                    help="report only when this text appears (or disappears: --trigger-on) (default: any change)")
     a.add_argument("--trigger-on", choices=["appear", "disappear"], default="appear",
@@ -150,7 +154,8 @@ def _watch(args, usage_error, now: float) -> Watch:  # type: ignore[no-untyped-d
     try:
         w = Watch(url=url, every_s=args.every, target_s=args.target, webhook=args.webhook,
                   select=tuple(args.select), exclude=tuple(args.exclude), ignore=tuple(args.ignore),
-                  trigger=args.trigger, trigger_on=args.trigger_on, paused=args.paused, added_at=now).check()
+                  trigger=args.trigger, trigger_on=args.trigger_on, keep=tuple(args.keep), paused=args.paused,
+                  added_at=now).check()
     except WatchRuleError as e:
         raise usage_error(str(e)) from None
     return w

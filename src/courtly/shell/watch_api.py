@@ -2,8 +2,8 @@
 
     GET    /changes                         the change list and side-by-side diff view (page)
     GET    /api/watches                     the watches, their counts and learned noise
-    POST   /api/watches                     add one: {"url", "every_s", "target_s", "webhook",
-                                            "select", "exclude", "ignore", "trigger", "trigger_on", "paused"}
+    POST   /api/watches                     add one: {"url", "every_s", "target_s", "webhook", "select",
+                                            "exclude", "ignore", "keep", "trigger", "trigger_on", "paused"}
     DELETE /api/watches/{id}                remove one (its changes stay)
     POST   /api/watches/{id}/pause | resume
     GET    /api/changes?limit=&watch=       change events, newest first (with both contents)
@@ -40,7 +40,7 @@ __all__ = ["WatchApi", "BODY_BYTES_MAX"]
 
 BODY_BYTES_MAX = 64 * 1024
 _FIELDS = {"url": str, "every_s": (int, float), "target_s": (int, float), "webhook": str, "select": list,
-           "exclude": list, "ignore": list, "trigger": str, "trigger_on": str, "paused": bool}
+           "exclude": list, "ignore": list, "keep": list, "trigger": str, "trigger_on": str, "paused": bool}
 
 
 def _json(data, status: int = 200) -> web.Response:  # type: ignore[no-untyped-def]
@@ -107,7 +107,7 @@ class WatchApi:
                 raise ValueError(f"{k} has the wrong type")
         if "url" not in body:
             raise ValueError("url is required")
-        lists = {k: tuple(str(x) for x in body.get(k, ())) for k in ("select", "exclude", "ignore")}
+        lists = {k: tuple(str(x) for x in body.get(k, ())) for k in ("select", "exclude", "ignore", "keep")}
         rest = {k: body[k] for k in ("every_s", "target_s", "webhook", "trigger", "trigger_on", "paused") if k in body}
         return Watch(url=normalize_url(body["url"]), added_at=self.now(), **lists, **rest).check()
 
