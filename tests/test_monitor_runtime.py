@@ -38,6 +38,9 @@ class Sink:
     def change(self, seq, ev, webhook):
         self.got.append((seq, ev.url, webhook))
 
+    def counts(self):
+        return {"delivered": len(self.got)}
+
 
 def monitor(watches):
     from courtly.runtime.monitor import Monitor
@@ -82,6 +85,8 @@ def test_a_real_change_goes_to_the_store_and_every_sink_noise_does_not():
     assert [(s, u, w) for s, u, w in sink.got] == [(1, "http://a.test/p", "http://hook.test/")]
     assert store.changes[0][0].detected_at == 100.0
     assert store.saved[1].changes == 1
+    assert m.snapshot() == {"watches": {"active": 1, "paused": 0}, "checks": LEARN_CHECKS + 6, "changes": 1,
+                            "webhook": {"delivered": 1}}
 
 
 def test_a_non_2xx_answer_or_a_decision_schedules_the_next_check_at_the_interval():

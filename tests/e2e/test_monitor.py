@@ -103,6 +103,10 @@ def test_monitor_reports_each_real_change_once_retries_failing_hooks_and_publish
         wait_for("the new watch's checks", lambda: site.count("/later") > LEARN_CHECKS)
         status, feed_body = api(base, "GET", "changes.atom")
         assert status == 200 and len(feedparser.parse(feed_body).entries) == 3
+        metrics = api(base, "GET", "metrics")[1].decode()
+        for line in ("courtly_monitor_changes_total 3.0", 'courtly_monitor_webhook_deliveries_total{outcome="dead"} 1.0',
+                     'courtly_monitor_webhook_deliveries_total{outcome="delivered"} 2.0'):
+            assert line in metrics, metrics[-1500:]
     finally:
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)

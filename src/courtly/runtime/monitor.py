@@ -46,6 +46,7 @@ class WatchStorePort(Protocol):
 
 class ChangeSink(Protocol):
     def change(self, seq: int, ev: ChangeEvent, webhook: str) -> None: ...
+    def counts(self) -> dict[str, int]: ...   # outcomes for the metrics (webhook: delivered, dead)
 
 
 class Monitor:
@@ -63,6 +64,7 @@ class Monitor:
         self._events: list[tuple[Watch, ChangeEvent]] = []   # judged, published at the next save
         self._version = -1
         self.events = 0
+        self.checks = 0
 
     @property
     def enabled(self) -> bool:
@@ -105,6 +107,18 @@ class Monitor:
             self.store.save_states({i: self.states[i] for i in self._dirty if i in self.states})
             self._dirty.clear()
 
+    def snapshot(self) -> dict | None:
+        """The status snapshot's `monitor` part (None: not a monitor crawl)."""
+        if self.store is None:
+            return None
+        paused = sum(w.paused for w in self.by_url.values())
+        webhook: dict[str, int] = {}
+        for sink in self.sinks:
+            for k, v in sink.counts().items():
+                webhook[k] = webhook.get(k, 0) + v
+        return {"watches": {"active": len(self.by_url) - paused, "paused": paused}, "checks": self.checks,
+                "changes": self.events, "webhook": webhook}
+
     def owns(self, url: str) -> bool:
         return url in self.by_url
 
@@ -141,6 +155,7 @@ class Monitor:
             # no content to judge: the next check comes at the usual interval
             st.last_checked_at = now
             return None
+        self.checks += 1
         rules = self.rules[w.id]
         ev = checked(w, rules, st, content_of(content, content_type, rules), now, capture_at)
         if ev is not None:
@@ -150,6 +165,7 @@ class Monitor:
     def not_modified(self, url: str, now: float) -> None:
         w = self._answered(url)
         if w is not None:
+            self.checks += 1
             not_modified(w, self.states[w.id], now)
             self._dirty.add(w.id)
 

@@ -266,6 +266,7 @@ class CrawlObserver:
             "freshness_age_s": self._memo.get("freshness", lambda: self._freshness(now)),
             "frontier_disk_bytes": self._disk_bytes(),
             "budget_left_pages": c.budget_left(),
+            "monitor": c.monitor.snapshot(),
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:

@@ -102,6 +102,12 @@ METRICS: tuple[MetricDef, ...] = (
     _m("budget_left_pages", "gauge", "Pages left under --max-pages (absent without a limit).",
        (), "budget_left_pages"),
     _m("crawl_start_time_seconds", "gauge", "Unix time the crawl (this process) started.", (), "started_at"),
+    # the monitor intent (runtime/monitor); absent in other intents
+    _m("monitor_watches", "gauge", "Watches in the list, by state (active, paused).", ("state",), "monitor.watches"),
+    _m("monitor_checks_total", "counter", "Watch checks answered (2xx judged, 304 unchanged).", (), "monitor.checks"),
+    _m("monitor_changes_total", "counter", "Real changes detected (change events).", (), "monitor.changes"),
+    _m("monitor_webhook_deliveries_total", "counter", "Webhook deliveries by outcome (delivered, dead).",
+       ("outcome",), "monitor.webhook"),
 )
 
 

@@ -50,6 +50,9 @@ class ChangeLog:
         self._f.write(json.dumps(ev.to_json(), ensure_ascii=False) + "\n")
         self._f.flush()
 
+    def counts(self) -> dict[str, int]:
+        return {}
+
     def close(self) -> None:
         self._f.close()
 
@@ -91,6 +94,9 @@ class WebhookSender:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+    def counts(self) -> dict[str, int]:
+        return {"delivered": self.delivered, "dead": self.dead}
 
     def change(self, seq: int, ev, webhook: str) -> None:  # type: ignore[no-untyped-def]
         """A new event: queued when its watch has a webhook."""
