@@ -20,6 +20,7 @@ class Site:
     versions: dict[str, int] = field(default_factory=dict)        # path -> real changes made
     requests: dict[str, int] = field(default_factory=dict)        # path -> requests served
     hooks: dict[str, list[dict]] = field(default_factory=dict)    # hook path -> bodies received
+    raw: list[tuple[bytes, str]] = field(default_factory=list)    # every hook body as sent, with its signature
     pages: dict[str, WatchPage] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
@@ -74,6 +75,7 @@ def start_site(kinds: dict[str, str]) -> tuple[Site, callable]:
         body = await request.read()
         with site.lock:
             site.hooks.setdefault(request.path, []).append(json.loads(body))
+            site.raw.append((body, request.headers.get("X-Courtly-Signature", "")))
         return web.Response(status=200 if request.path == "/hook-ok" else 500)
 
     loop = asyncio.new_event_loop()

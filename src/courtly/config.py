@@ -289,6 +289,7 @@ class MonitorSection:
     webhook_backoff_s_max: float = 300.0
     webhook_timeout_s: float = 10.0      # per attempt
     api_token: str = ""                  # Bearer token for the status server's watch API writes ("" = no writes)
+    webhook_secret: str = ""             # signs each webhook body (X-Courtly-Signature: sha256=HMAC); "" = unsigned
 
     def __post_init__(self) -> None:
         _positive("monitor.webhook_attempts_max", self.webhook_attempts_max)

@@ -16,6 +16,7 @@ import feedparser
 import pytest
 
 from courtly.core.watch import LEARN_CHECKS
+from courtly.shell.webhook import signature
 from crawl_support import courtly_cmd, db_rows, run_courtly
 from monitor_support import start_site, wait_for
 
@@ -34,6 +35,7 @@ webhook_attempts_max = 3
 webhook_backoff_s = 0.1
 webhook_timeout_s = 5.0
 api_token = "t0ken"
+webhook_secret = "s3cret"
 """
 
 
@@ -118,6 +120,7 @@ def test_monitor_reports_each_real_change_once_retries_failing_hooks_and_publish
     assert first["diff"]["changed"] or first["diff"]["added"]
     assert first["previous_capture"] < first["capture"] <= first["detected_at"]
     assert second["previous_capture"] >= first["capture"]
+    assert all(sig == signature("s3cret", body) for body, sig in site.raw) and len(site.raw) == 5
     failed = site.received("/hook-fail")
     assert len(failed) == 3 and {e["seq"] for e in failed} == {failed[0]["seq"]}
     assert failed[0]["url"] == site.url("/both")

@@ -66,7 +66,7 @@ def test_failing_receiver_is_retried_with_backoff_then_dead_lettered(store):
     clock = ManualClock(1000.0)
     attempts = []
 
-    async def post(url, body, timeout_s):
+    async def post(url, body, timeout_s, headers):
         attempts.append(clock.now())
         return 503, ""
 
@@ -79,19 +79,25 @@ def test_failing_receiver_is_retried_with_backoff_then_dead_lettered(store):
     assert dead.seq == seq and dead.attempts == 4 and dead.last_error == "status 503"
 
 
-def test_delivered_event_carries_the_change_and_is_marked(store):
+def test_delivered_event_carries_the_change_is_signed_and_is_marked(store):
     clock = ManualClock(0.0)
     bodies = []
 
-    async def post(url, body, timeout_s):
+    async def post(url, body, timeout_s, headers):
         bodies.append(body)
+        signatures.append(headers["X-Courtly-Signature"])
         return 204, ""
 
-    sender = WebhookSender(clock, store, post=post)
+    signatures: list[str] = []
+    sender = WebhookSender(clock, store, post=post, secret="shared")
     seq = store.record_change(event(1, 50.0), "http://hook.test/")
     sender.change(seq, event(1, 50.0), "http://hook.test/")
     run_sender(sender, lambda: sender.delivered == 1)
     assert b'"diff"' in bodies[0] and store.change(seq).delivery == "delivered"
+    import hashlib
+    import hmac
+
+    assert signatures == ["sha256=" + hmac.new(b"shared", bodies[0], hashlib.sha256).hexdigest()]
 
 
 def test_pending_deliveries_resume_after_a_restart(store):

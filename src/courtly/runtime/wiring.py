@@ -294,7 +294,8 @@ def _attach_monitor(crawler: Crawler, out: Path, clock):
     store = SqliteWatchStore(out / "crawl.db")
     changelog = ChangeLog(out / "changes.jsonl")
     sender = WebhookSender(clock, store, attempts_max=m.webhook_attempts_max, backoff_s=m.webhook_backoff_s,
-                           backoff_s_max=m.webhook_backoff_s_max, timeout_s=m.webhook_timeout_s)
+                           backoff_s_max=m.webhook_backoff_s_max, timeout_s=m.webhook_timeout_s,
+                           secret=m.webhook_secret)
     crawler.monitor.attach(store, [changelog, sender])
     sender.load_pending()
     return store, changelog, sender

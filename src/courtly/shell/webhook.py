@@ -14,6 +14,10 @@ timeout) is retried after `backoff_s` x 2^(attempt-1), at most
 letter with its last error. Every wait is on the injected clock. Pending
 deliveries are in the store, so a restart resumes them (`load_pending`).
 
+With `monitor.webhook_secret` set, each POST carries `X-Courtly-Signature:
+sha256=<hex HMAC-SHA256 of the body>`, so a receiver can tell courtly's
+events from anyone else's.
+
 Rules: the queue holds at most `queue_max` events (one more is a dead letter
 at once, "queue full", never dropped); each attempt has a `timeout_s`;
 webhook URLs are the operator's own and may be on loopback or a private
@@ -23,7 +27,9 @@ network (the crawl's SSRF policy is for the pages it is sent to).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import heapq
+import hmac
 import json
 import logging
 from pathlib import Path
@@ -32,11 +38,17 @@ from typing import Awaitable, Callable
 from courtly import __version__
 from courtly.shell.store.watch_sqlite import Delivery
 
-__all__ = ["ChangeLog", "WebhookSender", "aiohttp_post"]
+__all__ = ["ChangeLog", "WebhookSender", "aiohttp_post", "signature", "SIGNATURE_HEADER"]
 
 log = logging.getLogger("courtly")
 
-Post = Callable[[str, bytes, float], Awaitable[tuple[int, str]]]
+Post = Callable[[str, bytes, float, dict[str, str]], Awaitable[tuple[int, str]]]
+SIGNATURE_HEADER = "X-Courtly-Signature"
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The value of SIGNATURE_HEADER: "sha256=" + HMAC-SHA256 of the body with the shared secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 class ChangeLog:
@@ -57,14 +69,15 @@ class ChangeLog:
         self._f.close()
 
 
-async def aiohttp_post(url: str, body: bytes, timeout_s: float) -> tuple[int, str]:
+async def aiohttp_post(url: str, body: bytes, timeout_s: float, headers: dict[str, str]) -> tuple[int, str]:
     """POST `body` as JSON; (status, "") or (0, why it failed)."""
     import aiohttp
 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s:
             async with s.post(url, data=body, headers={"Content-Type": "application/json",
-                                                       "User-Agent": f"courtly/{__version__} (webhook)"}) as r:
+                                                       "User-Agent": f"courtly/{__version__} (webhook)",
+                                                       **headers}) as r:
                 await r.read()
                 return r.status, ""
     except asyncio.TimeoutError:
@@ -76,7 +89,7 @@ async def aiohttp_post(url: str, body: bytes, timeout_s: float) -> tuple[int, st
 class WebhookSender:
     def __init__(self, clock, store, *, attempts_max: int = 5, backoff_s: float = 1.0,
                  backoff_s_max: float = 300.0, timeout_s: float = 10.0, queue_max: int = 10_000,
-                 post: Post = aiohttp_post) -> None:
+                 post: Post = aiohttp_post, secret: str = "") -> None:
         assert attempts_max >= 1 and backoff_s > 0 and queue_max >= 1
         self.clock = clock
         self.store = store
@@ -86,6 +99,7 @@ class WebhookSender:
         self.timeout_s = timeout_s
         self.queue_max = queue_max
         self.post = post
+        self.secret = secret
         self._heap: list[tuple[float, int, str, bytes, int]] = []   # (not_before, seq, url, body, attempts)
         self._wake = asyncio.Event()
         self.delivered = 0
@@ -145,7 +159,8 @@ class WebhookSender:
 
     async def _attempt(self, seq: int, url: str, body: bytes, attempt: int) -> None:
         self.attempts += 1
-        status, error = await self.post(url, body, self.timeout_s)
+        headers = {SIGNATURE_HEADER: signature(self.secret, body)} if self.secret else {}
+        status, error = await self.post(url, body, self.timeout_s, headers)
         if 200 <= status < 300:
             self.delivered += 1
             self.store.set_delivery(seq, Delivery.DELIVERED, attempt)
