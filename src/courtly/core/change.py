@@ -23,8 +23,9 @@ How it works
 3. Comparison. Blocks are compared as a multiset: a block moved elsewhere
    (a reordered recommendation list) is not a change. The fingerprint is
    the SHA-256 of the sorted masked blocks.
-4. Noise learning (`NoiseBook`): a changed block pair gives a skeleton (the
-   words both share, `*` where they differ: "Tip of the day: *"). A skeleton
+4. Noise learning (`NoiseBook`): a block replaced in place gives a skeleton
+   (the words both versions start and end with, `*` for the middle: "Tip of
+   the day: *"; none when they share too little). A skeleton
    that changed in at least `NOISE_CHANGES_MIN` observations and in at least
    `NOISE_SHARE_MIN` of the observations where it was present is learned:
    its `*` parts are masked from then on. Both the candidates and the
