@@ -111,3 +111,13 @@ def test_watches_are_keyed_by_the_crawls_own_normalisation():
     assert m.due(0.0) == ["http://a.test/p"] and m.owns("http://a.test/p")
     m.fetched("http://a.test/p", 200, b"<p>some words of text</p>", "text/html", 1.0, 1.0)
     assert m.states[1].checks == 1 and m.in_flight == set()
+
+
+def test_only_the_watches_due_are_handed_out_in_order_of_their_instants():
+    m, store, _ = monitor([Watch(f"http://a.test/{i}", every_s=10, id=i + 1, added_at=float(i)) for i in range(100)])
+    assert m.due(4.5) == [f"http://a.test/{i}" for i in range(5)]
+    assert m.next_wakeup() == 5.0
+    store.list = store.list[:10]          # 90 removed while 5 are in flight
+    store.v += 1
+    m.poll(5.0)
+    assert m.due(100.0) == [f"http://a.test/{i}" for i in range(5, 10)] and m.next_wakeup() is None

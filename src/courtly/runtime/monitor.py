@@ -25,6 +25,7 @@ ones); without them (another intent) it is inert.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from typing import Protocol
 
@@ -63,6 +64,11 @@ class Monitor:
         self._dirty: set[int] = set()
         self._events: list[tuple[Watch, ChangeEvent]] = []   # judged, published at the next save
         self._version = -1
+        # when each idle watch is due next: a heap with lazy deletion (an entry
+        # whose instant is not `_due_at[url]` any more is stale), so a main-loop
+        # turn costs the watches due, not the whole list
+        self._heap: list[tuple[float, str]] = []
+        self._due_at: dict[str, float] = {}
         self.events = 0
         self.checks = 0
 
@@ -94,6 +100,10 @@ class Monitor:
         self.rules = {w.id: w.rules() for w in watches}
         for w in watches:
             self.states.setdefault(w.id, WatchState())
+        self._heap, self._due_at = [], {}
+        for url in self.by_url:
+            if url not in self.in_flight:
+                self._schedule(url)
         log.info("monitor: %d watches (%d paused)", len(watches), sum(w.paused for w in watches),
                  extra={"event": "watch_list", "watches": len(watches)})
 
@@ -127,19 +137,31 @@ class Monitor:
     def due(self, now: float) -> list[str]:
         """Watches due now and not in flight; they are in flight from here."""
         out = []
-        for url, w in self.by_url.items():
-            if url in self.in_flight:
-                continue
-            at = next_check_at(w, self.states[w.id])
-            if at is not None and at <= now:
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            at, url = heapq.heappop(heap)
+            if self._due_at.get(url) != at:
+                continue   # stale: rescheduled since
+            del self._due_at[url]
+            if url in self.by_url and url not in self.in_flight:
                 out.append(url)
                 self.in_flight.add(url)
         return out
 
     def next_wakeup(self) -> float | None:
-        times = [next_check_at(w, self.states[w.id]) for url, w in self.by_url.items() if url not in self.in_flight]
-        present = [t for t in times if t is not None]
-        return min(present) if present else None
+        heap = self._heap
+        while heap and self._due_at.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def _schedule(self, url: str) -> None:
+        w = self.by_url.get(url)
+        at = next_check_at(w, self.states[w.id]) if w is not None else None
+        if at is None:   # removed or paused
+            self._due_at.pop(url, None)
+            return
+        self._due_at[url] = at
+        heapq.heappush(self._heap, (at, url))
 
     # ---- answers --------------------------------------------------------------
 
@@ -154,12 +176,14 @@ class Monitor:
         if not 200 <= status < 300:
             # no content to judge: the next check comes at the usual interval
             st.last_checked_at = now
+            self._schedule(url)
             return None
         self.checks += 1
         rules = self.rules[w.id]
         ev = checked(w, rules, st, content_of(content, content_type, rules), now, capture_at)
         if ev is not None:
             self._events.append((w, ev))
+        self._schedule(url)
         return ev
 
     def not_modified(self, url: str, now: float) -> None:
@@ -168,6 +192,7 @@ class Monitor:
             self.checks += 1
             not_modified(w, self.states[w.id], now)
             self._dirty.add(w.id)
+            self._schedule(url)
 
     def released(self, url: str, now: float) -> None:
         """Not fetched (a decision: robots, purge, error after retries...)."""
@@ -175,6 +200,7 @@ class Monitor:
         if w is not None:
             self.states[w.id].last_checked_at = now
             self._dirty.add(w.id)
+            self._schedule(url)
 
     def _answered(self, url: str) -> Watch | None:
         self.in_flight.discard(url)
