@@ -55,9 +55,9 @@ def add_parser(sub) -> None:  # type: ignore[no-untyped-def]
     a.add_argument("--exclude", action="append", default=[], metavar="CSS", help="leave these elements out (repeatable)")
     a.add_argument("--ignore", action="append", default=[], metavar="REGEX",
                    help="mask text matching this, case-insensitive (repeatable)")
-    a.add_argument("--keep", action="append", default=[], choices=MASK_NAMES,
-                   help="do not mask these (repeatable; e.g. --keep date when a date is the content; "
-                        "default: mask all of them)")
+    a.add_argument("--keep", action="append", default=[], choices=MASK_NAMES, metavar="MASK",
+                   help=f"do not apply this mask ({', '.join(MASK_NAMES)}; repeatable; e.g. --keep date "
+                        "when a date is the content; default: all masks apply)")
     a.add_argument("--trigger", default="", metavar="TEXT",
                    help="report only when this text appears (or disappears: --trigger-on) (default: any change)")
     a.add_argument("--trigger-on", choices=["appear", "disappear"], default="appear",
