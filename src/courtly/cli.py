@@ -14,6 +14,8 @@
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
     courtly alerts                the Prometheus alerting rules for courtly's metrics
+    courtly watch add|list|remove|pause|changes|dead|feed --out DIR ...
+                                  the watch list of a monitor crawl (courtly watch --help)
     courtly simweb ...            serve the simulated web (see --help)
     courtly sim ...               the recrawl scheduler against a model web, in virtual time
 
@@ -129,6 +131,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "\"noindex\": true (default: left out; WARC and CDXJ always keep them)")
 
     _distributed_commands(sub, logs)
+    from courtly.runtime.watchlist import add_parser as add_watch_parser
+
+    add_watch_parser(sub)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
     sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
@@ -276,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
 
             sys.stdout.write(resources.files("courtly.shell").joinpath("alerts.yml").read_text(encoding="utf-8"))
             return 0
+        if args.command == "watch":
+            from courtly.runtime.watchlist import run as run_watch
+            from courtly.runtime.wiring import UsageError
+
+            return run_watch(args, UsageError, time.time())
         if args.command == "report":
             from courtly.runtime.report import daily_report
 
@@ -421,6 +431,8 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     if not seeds and not (out / "crawl.db").exists():
         if args.seeds_file:
             raise UsageError(f"no seeds: {args.seeds_file} holds no URL (one per line; # starts a comment)")
+        if cfg.crawl.intent == "monitor":
+            raise UsageError(f"no watch list in {out}: courtly watch add URL --out {out} (or give seeds)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
     with crawl_folder(out):

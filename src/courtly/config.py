@@ -289,6 +289,24 @@ class RecrawlSection:
 
 
 @dataclass(frozen=True, slots=True)
+class MonitorSection:
+    """The monitor intent's watch list (runtime/monitor): webhooks and the HTTP API."""
+
+    webhook_attempts_max: int = 5        # then the event is a dead letter
+    webhook_backoff_s: float = 1.0       # first retry after this, doubling
+    webhook_backoff_s_max: float = 300.0
+    webhook_timeout_s: float = 10.0      # per attempt
+    api_token: str = ""                  # Bearer token for the status server's watch API writes ("" = no writes)
+    webhook_secret: str = ""             # signs each webhook body (X-Courtly-Signature: sha256=HMAC); "" = unsigned
+
+    def __post_init__(self) -> None:
+        _positive("monitor.webhook_attempts_max", self.webhook_attempts_max)
+        _positive("monitor.webhook_backoff_s", self.webhook_backoff_s)
+        _positive("monitor.webhook_backoff_s_max", self.webhook_backoff_s_max)
+        _positive("monitor.webhook_timeout_s", self.webhook_timeout_s)
+
+
+@dataclass(frozen=True, slots=True)
 class WarcSection:
     prefix: str = "courtly"
     file_bytes_max: int = 1_000_000_000
@@ -458,6 +476,7 @@ class Config:
     seen: SeenSection = field(default_factory=SeenSection)
     budget: BudgetSection = field(default_factory=BudgetSection)
     recrawl: RecrawlSection = field(default_factory=RecrawlSection)
+    monitor: MonitorSection = field(default_factory=MonitorSection)
     warc: WarcSection = field(default_factory=WarcSection)
     extract: ExtractSection = field(default_factory=ExtractSection)
     store: StoreSection = field(default_factory=StoreSection)

@@ -16,6 +16,7 @@ with the reason only when that is impossible.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -138,6 +139,19 @@ TILES_JS = """() => [...document.querySelectorAll('.tile[data-metric]')].map(t =
 INK_JS = """(id) => { const c = document.getElementById(id); const ctx = c.getContext('2d');
     const d = ctx.getImageData(0, 0, c.width, c.height).data; let n = 0;
     for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }"""
+
+
+@contextlib.asynccontextmanager
+async def headless_chromium(chromium_path: str):
+    """A launched headless Chromium (Playwright), closed on the way out."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            await browser.close()
 
 
 async def open_page(browser, base: str):

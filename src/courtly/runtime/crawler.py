@@ -53,6 +53,7 @@ from courtly.core.urls import (
 )
 from courtly.runtime.admission import Admission
 from courtly.runtime.bloom import BloomWatch
+from courtly.runtime.monitor import Monitor
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
 from courtly.runtime.overflow import Overflow
@@ -137,6 +138,8 @@ class Crawler(LeaseRequests):
         self.admission = Admission(self)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
+        # the watch list (intent monitor); wiring attaches its store
+        self.monitor = Monitor(cfg, normalize=self.admission.normalized)
         self.results = Results(self)
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
@@ -175,6 +178,7 @@ class Crawler(LeaseRequests):
         self.seen.update(self.store.iter_urls())
         self.budget.load(self.store)
         self.recrawl.load(self.store, now)
+        self.monitor.load(now)
         for key, snap in self.store.hosts().items():
             self.politeness.restore(key, snap)
         for origin, snap in self.store.robots().items():
@@ -302,6 +306,8 @@ class Crawler(LeaseRequests):
             self.frontier.expire(now)
             if not self._stopping and self.recrawl.due(now):
                 self._plan_recrawls(now)
+            if not self._stopping and self.monitor.enabled:
+                self._queue_checks(now)
             while not self._stopping and len(self._tasks) < self.cfg.crawl.fetch_tasks:
                 left = self.budget_left()
                 if left is not None and left <= 0:
@@ -320,7 +326,8 @@ class Crawler(LeaseRequests):
                 idle = self._idle()
                 if self._stopping or idle or (left is not None and left <= 0):
                     return
-            wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), ends_at)
+            wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), self.monitor.next_wakeup(),
+                             ends_at)
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             left = self.budget_left()
@@ -331,8 +338,23 @@ class Crawler(LeaseRequests):
     def _plan_recrawls(self, now: float) -> None:
         """Queue the recrawls the scheduler grants for the next period."""
         for url, depth in self.recrawl.plan(now, discovery_pending=len(self.frontier)):
+            if self.monitor.owns(url):   # a watch: checked on its own schedule
+                self.recrawl.released(url, now)
+                continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
             self._queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
+
+    def _queue_checks(self, now: float) -> None:
+        """Queue the watches due now (runtime/monitor): a URL new to the crawl
+        is admitted as a seed, a known one queued as a recrawl (conditional GET)."""
+        for url in self.monitor.due(now):
+            if url not in self.seen:
+                if not self.admission.admit(url, via=None, band=SEED_BAND, depth=0, now=now):
+                    self.monitor.released(url, now)
+                continue
+            key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
+            if not self._queue(UrlItem(url=url, key=key, band=2, depth=0, kind="recrawl"), now):
+                self.monitor.released(url, now)
 
     def _task_done(self, t: asyncio.Task) -> None:
         self._tasks.discard(t)
@@ -363,6 +385,8 @@ class Crawler(LeaseRequests):
             self.store.apply(batch)
             self.admission.committed()
             self.bloom_watch.after_commit()   # the store now holds every URL the filter does
+        self.monitor.save()         # after the WARC flush: a change event never names unwritten bytes
+        self.monitor.poll(now)
         self.overflow.refill(now)   # the store now holds every queued URL decided so far
         self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
 
@@ -398,6 +422,7 @@ class Crawler(LeaseRequests):
                       extra={"event": "decision", "crawl_id": self.crawl_id, "url": url, "reason": str(reason),
                              "detail": detail, "key": key, "via": via, "state": state})
         self.recrawl.released(url, now)
+        self.monitor.released(url, now)
         for o in self.observers:
             o.on_decision(url, key, reason, detail, now)
         self.batch.decisions.append((url, key, via, now, state, str(reason), detail, depth))

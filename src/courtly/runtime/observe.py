@@ -294,6 +294,7 @@ class CrawlObserver:
             "frontier_disk_bytes": self._disk_bytes(),
             "budget_left_pages": c.budget_left(),
             "render": c.renders.snapshot() if c.renders is not None else None,
+            "monitor": c.monitor.snapshot(),
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:

@@ -236,13 +236,15 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
             ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
              if h.get("backoff_until", 0) > now or h.get("backoff_reason")),
         )
+        delays = {k: h["delay_s"] for k, h in store.hosts().items() if "delay_s" in h}
     finally:
         store.close()
+    monitor_lines, monitor_rows = _monitor_section(out, delays)
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
     data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
             "not_fetched": counts["reasons"], "abuse_complaints_open": complaints,
-            "rendering": _rendering(counts["flags"])}
+            "rendering": _rendering(counts["flags"]), "monitor": monitor_rows}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -265,7 +267,20 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
     lines.append("rendering (script shells, [render])")
     lines += [f"  {k.replace('_', ' '):<26} {v}" for k, v in data["rendering"].items()]
-    return "\n".join(lines)
+    return "\n".join(lines + monitor_lines)
+
+
+def _monitor_section(out: Path, delays: dict[str, float]) -> tuple[list[str], list[dict]]:
+    """The watches the hosts' politeness makes impossible (runtime/watchlist),
+    with the delay and key of the crawl's last run (config.json) by default."""
+    from courtly.runtime.watchlist import politeness_lines
+
+    try:
+        last = json.loads((out / "config.json").read_text())
+        delay_s, key_mode = float(last["politeness"]["delay_s"]), str(last["crawl"]["politeness_key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        delay_s, key_mode = 1.0, "domain"
+    return politeness_lines(out, delays, delay_s, key_mode)
 
 
 def _rendering(flags: dict[str, int]) -> dict[str, int]:

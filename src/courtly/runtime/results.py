@@ -119,6 +119,7 @@ class Results:
             ref = FirstCapture(*last) if last is not None else None
             self.archive(item.url, result, kind=kind, meta=meta, first=ref, profile="server-not-modified")
             self.record_change(item, result, now, content_hash=None)
+            c.monitor.not_modified(item.url, now)
             c.batch.fetched.append((now, status, item.url))
             return "done"
         first = digest = None
@@ -130,6 +131,9 @@ class Results:
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
         record_id = self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
         self.record_change(item, result, now, first=first)
+        if c.monitor.owns(item.url):
+            ctype = result.headers.get("content-type", "") if result.headers else ""
+            c.monitor.fetched(item.url, status, result.content or b"", ctype, now, result.started_at)
         if first is not None:   # the same bytes as an earlier page: its links are queued already
             c.batch.fetched.append((now, status, item.url))
             return "done"

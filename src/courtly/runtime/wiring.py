@@ -276,6 +276,7 @@ async def run_crawl(
     if cfg.render.enabled:
         crawler.renders = page_renders(cfg, crawler, ChromiumRenderer.from_config(
             cfg.render, clock=clock, user_agent=cfg.crawl.agent()))
+    monitor = _attach_monitor(crawler, out, clock) if cfg.crawl.intent == "monitor" else None
     try:
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
@@ -287,17 +288,42 @@ async def run_crawl(
                 on_start(crawler)
             if on_started is not None:
                 await on_started()
-            stats = await crawler.run()
+            sender = asyncio.create_task(monitor[2].run()) if monitor else None
+            try:
+                stats = await crawler.run()
+            finally:
+                if sender is not None:
+                    sender.cancel()
+                    await asyncio.gather(sender, return_exceptions=True)
             if crawler._fatal is not None:
                 raise crawler._fatal
             return stats
     finally:
         if crawler.renders is not None:
             await crawler.renders.close()
+        if monitor is not None:
+            monitor[1].close()
+            monitor[0].close()
         await fetcher.close()
         await extractor.close()
         warc.close()
         store.close()
+
+
+def _attach_monitor(crawler: Crawler, out: Path, clock):
+    """A monitor crawl's watch store, change log and webhook sender (runtime/monitor)."""
+    from courtly.shell.store.watch_sqlite import SqliteWatchStore
+    from courtly.shell.webhook import ChangeLog, WebhookSender
+
+    m = crawler.cfg.monitor
+    store = SqliteWatchStore(out / "crawl.db")
+    changelog = ChangeLog(out / "changes.jsonl")
+    sender = WebhookSender(clock, store, attempts_max=m.webhook_attempts_max, backoff_s=m.webhook_backoff_s,
+                           backoff_s_max=m.webhook_backoff_s_max, timeout_s=m.webhook_timeout_s,
+                           secret=m.webhook_secret)
+    crawler.monitor.attach(store, [changelog, sender])
+    sender.load_pending()
+    return store, changelog, sender
 
 
 async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], progress,
@@ -309,7 +335,12 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
     def start(crawler: Crawler) -> None:
         progress.attach(crawler)
         if status is not None:
-            servers.append(status_server(crawler, status))
+            api = None
+            if crawler.monitor.enabled:
+                from courtly.shell.watch_api import WatchApi
+
+                api = WatchApi(crawler.monitor.store, cfg.monitor.api_token, crawler.clock.now)
+            servers.append(status_server(crawler, status, watch_api=api))
 
     try:
         return await run_crawl(cfg, out, seeds, on_start=start, on_started=start_servers(servers))
@@ -319,13 +350,15 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
             await server.stop()
 
 
-def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None):
+def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None, watch_api=None):
     """The metrics and status page server of one crawler, single machine or
-    distributed worker (`out`: the crawl folder, when the store has none)."""
+    distributed worker (`out`: the crawl folder, when the store has none;
+    `watch_api`: a monitor crawl's watch list API)."""
     from courtly.runtime.observe import CrawlObserver
     from courtly.shell.status import StatusServer
 
-    return StatusServer(CrawlObserver(crawler, out=out), status[0], status[1], now=crawler.clock.now)
+    return StatusServer(CrawlObserver(crawler, out=out), status[0], status[1], now=crawler.clock.now,
+                        watch_api=watch_api)
 
 
 def port_problem(host: str, port: int) -> str:

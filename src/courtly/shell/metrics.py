@@ -146,6 +146,12 @@ METRICS: tuple[MetricDef, ...] = (
        ("reason",), "render.blocked"),
     _m("render_browser_restarts_total", "counter", "Browser restarts, by reason (renders, memory, crash, hung).",
        ("reason",), "render.restarts"),
+    # the monitor intent (runtime/monitor); absent in other intents
+    _m("monitor_watches", "gauge", "Watches in the list, by state (active, paused).", ("state",), "monitor.watches"),
+    _m("monitor_checks_total", "counter", "Watch checks answered (2xx judged, 304 unchanged).", (), "monitor.checks"),
+    _m("monitor_changes_total", "counter", "Real changes detected (change events).", (), "monitor.changes"),
+    _m("monitor_webhook_deliveries_total", "counter", "Webhook deliveries by outcome (delivered, dead).",
+       ("outcome",), "monitor.webhook"),
 )
 
 

@@ -12,6 +12,7 @@ adapts a live `Crawler` to `StatusSource`, and tests use fakes.
     GET /api/decisions?limit=  recent decisions, newest first
     GET /api/review            the review queue (open trap suspicions)
     GET /api/explain?url=      one URL's history
+    ... and, in a monitor crawl, the watch list API, changes and feeds (shell/watch_api)
 
 Rules: binds to loopback unless told otherwise (there is no authentication),
 and then answers only requests whose Host names a loopback address (DNS
@@ -192,12 +193,13 @@ class StatusServer:
     """Serves `source` on host:port (port 0 picks a free one)."""
 
     def __init__(self, source: StatusSource, host: str = "127.0.0.1", port: int = 0, *,
-                 now: Callable[[], float] | None = None) -> None:
+                 now: Callable[[], float] | None = None, watch_api=None) -> None:
         if now is None:
             from courtly.shell.clock import SystemClock
 
             now = SystemClock().now
         self.source = source
+        self.watch_api = watch_api   # shell/watch_api: the monitor's routes, when it runs
         self.host = host
         self.port = port
         self._now = now
@@ -224,6 +226,8 @@ class StatusServer:
         app.router.add_get("/api/decisions", self._decisions)
         app.router.add_get("/api/review", self._review)
         app.router.add_get("/api/explain", self._explain)
+        if self.watch_api is not None:
+            self.watch_api.add_routes(app.router)
         return app
 
     async def start(self) -> int:

@@ -83,6 +83,10 @@ def _serve_parser() -> argparse.ArgumentParser:
                    help=f"how long a timeout robots.txt hangs (default: {d.robots_hang_s:g})")
     p.add_argument("--change-rate-per-s", type=float,
                    help=f"base Poisson change rate of pages (default: {d.change_rate_per_s:.3g})")
+    p.add_argument("--watch-pages-per-kind", type=int,
+                   help="monitor watch pages /watch/{real,noise,both}/N per host (default: 0 = none)")
+    p.add_argument("--watch-gap-s-mean", type=float,
+                   help=f"mean gap between a watch page's real changes (default: {d.watch_gap_s_mean:g})")
     p.add_argument("--special-share", type=float, help="share of hosts with a special behaviour "
                                                        f"(default: the profile's; demo: {d.special_share:g})")
     p.add_argument("--spa-hosts", type=int, help="single-page-app hosts whose links appear only after "
@@ -137,7 +141,8 @@ def _config(args: argparse.Namespace):
         args.profile, seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host, ips=args.ips,
         latency_s=args.latency_s, retry_after_s=args.retry_after_s, throttle_requests=args.throttle_requests,
         robots_hang_s=args.robots_hang_s, change_rate_per_s=args.change_rate_per_s,
-        special_share=args.special_share, spa_hosts=args.spa_hosts)
+        special_share=args.special_share, spa_hosts=args.spa_hosts,
+        watch_pages_per_kind=args.watch_pages_per_kind, watch_gap_s_mean=args.watch_gap_s_mean)
 
 
 async def _serve(args: argparse.Namespace) -> int:

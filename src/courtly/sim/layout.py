@@ -239,6 +239,8 @@ class HostLayout:
                 return Resource("sitemap", variant=path[1:])
         if spec.has("feeds") and not query and path in ("/feed.rss", "/feed.atom"):
             return Resource("feed", variant=path[len("/feed."):])
+        if self.web.config.watch_pages_per_kind and path.startswith("/watch/") and not query:
+            return Resource("watch", variant=path, tag="watch")   # sim/watchpage
         return None
 
     def hop_host(self, s: "HostSpec", c: int, i: int) -> str:

@@ -22,6 +22,7 @@ from courtly.sim.model import BAIT_IP, HostSpec, SimWeb
 from courtly.sim.page import (http_date, page_version, render_feed, render_not_found, render_page,
                               render_pdf, render_sitemap, render_soft404, render_trap)
 from courtly.sim.robotsfile import robots_body, robots_hops
+from courtly.sim.watchpage import watch_reply
 
 __all__ = ["Request", "Reply", "RouteState", "route"]
 
@@ -147,6 +148,11 @@ def _serve(web: SimWeb, spec: HostSpec, state: RouteState, req: Request, now: fl
         ctype = "application/rss+xml" if res.variant == "rss" else "application/atom+xml"
         return Reply(200, [("Content-Type", ctype)], render_feed(lay, res.variant, req.port, t_s, state.started_at),
                      tag="feed")
+    if kind == "watch":
+        reply = watch_reply(web.config, spec.index, res.variant, t_s, state.started_at,
+                            state.requests_by_host.get(spec.name, 0), req.headers)
+        if reply is not None:
+            return Reply(reply[0], reply[1], reply[2], tag=res.tag)
     if kind == "soft404":
         return Reply(200, [("Content-Type", _HTML)], render_soft404(lay, req.target), tag="soft404")
     return Reply(res.status, [("Content-Type", _HTML)], render_not_found(req.target))

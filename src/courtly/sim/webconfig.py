@@ -117,6 +117,9 @@ class SimWebConfig:
     deep_pages: int = 3000
     # single-page-app hosts (behaviour spa, sim/spa.py), taken from the plain hosts; none by default
     spa_hosts: int = 0
+    # monitor watch pages (sim/watchpage): /watch/{real,noise,both}/N on every host; 0 = none
+    watch_pages_per_kind: int = 0
+    watch_gap_s_mean: float = 60.0   # mean gap between real changes (at least a third of it)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -137,6 +140,8 @@ class SimWebConfig:
             raise ValueError("spa_hosts must be in 0..hosts - deep_hosts")
         if not 1000 <= self.deep_pages <= 100_000:
             raise ValueError("deep_pages must be in 1000..100000")
+        if not 0 <= self.watch_pages_per_kind <= 1000 or not self.watch_gap_s_mean > 0:
+            raise ValueError("watch_pages_per_kind must be in 0..1000 and watch_gap_s_mean > 0")
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)

@@ -13,6 +13,8 @@ Versions:
      replaces that start by the completion instant, and a request whose
      window hinges on a request still in flight waits for its completion
      (a late-arriving request cannot crowd the server's window).
+  3. the monitor's watch list: watches, watch_state, changes (with webhook
+     delivery state) and the list's version (a sequence).
 """
 
 from __future__ import annotations
@@ -168,7 +170,23 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+# the monitor's watch list (shell/store/watch_postgres; the same tables as watch_sqlite)
+_V3 = """
+CREATE TABLE watches (
+    id bigserial PRIMARY KEY, url text NOT NULL UNIQUE, spec jsonb NOT NULL,
+    paused boolean NOT NULL DEFAULT false, removed boolean NOT NULL DEFAULT false);
+CREATE TABLE watch_state (id bigint PRIMARY KEY, state jsonb NOT NULL);
+CREATE TABLE changes (
+    seq bigserial PRIMARY KEY, watch_id bigint NOT NULL, url text NOT NULL,
+    detected_at double precision NOT NULL, event jsonb NOT NULL, before jsonb NOT NULL, after jsonb NOT NULL,
+    webhook text NOT NULL DEFAULT '', delivery text NOT NULL DEFAULT 'none',
+    attempts integer NOT NULL DEFAULT 0, last_error text NOT NULL DEFAULT '');
+CREATE INDEX changes_watch ON changes (watch_id, seq);
+CREATE INDEX changes_delivery ON changes (delivery) WHERE delivery IN ('pending', 'dead');
+CREATE SEQUENCE watch_list_version;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

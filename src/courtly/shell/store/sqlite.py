@@ -137,15 +137,22 @@ class StoreError(Exception):
     """The crawl folder's database cannot be used (one-line message)."""
 
 
+def connect_wal(path: Path) -> sqlite3.Connection:
+    """The crawl folder's database (made with its folder if missing), in WAL
+    mode, autocommit, waiting up to 5 s for another writer."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    return db
+
+
 class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db = connect_wal(self.path)
             self._db.execute("PRAGMA cache_size=-65536")
             self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
             self._db.executescript(_SCHEMA)

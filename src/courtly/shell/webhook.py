@@ -1,0 +1,177 @@
+"""Where change events go: the change log file and the webhooks.
+
+What it owns: `ChangeLog`, the append-only `DIR/changes.jsonl` (one JSON
+object per change: url, watch, detected_at, previous_capture, capture,
+diff), and `WebhookSender`, which POSTs each event of a watch with a webhook
+as JSON and records the outcome in the watch store (`delivered`, or `dead`
+after its attempts: the dead-letter list).
+
+How it works: events wait in a heap keyed on their next attempt. One
+delivery is made at a time (a receiver sees its events in order); a 2xx
+answer delivers; anything else (another status, a refused connection, a
+timeout) is retried after `backoff_s` x 2^(attempt-1), at most
+`backoff_s_max`, until `attempts_max` attempts; then the event is a dead
+letter with its last error. Every wait is on the injected clock. Pending
+deliveries are in the store, so a restart resumes them (`load_pending`).
+
+With `monitor.webhook_secret` set, each POST carries `X-Courtly-Signature:
+sha256=<hex HMAC-SHA256 of the body>`, so a receiver can tell courtly's
+events from anyone else's.
+
+Rules: the queue holds at most `queue_max` events (one more is a dead letter
+at once, "queue full", never dropped); each attempt has a `timeout_s`;
+webhook URLs are the operator's own and may be on loopback or a private
+network (the crawl's SSRF policy is for the pages it is sent to).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import hmac
+import json
+import logging
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from courtly import __version__
+from courtly.shell.store.watch_sqlite import Delivery
+
+__all__ = ["ChangeLog", "WebhookSender", "aiohttp_post", "signature", "SIGNATURE_HEADER"]
+
+log = logging.getLogger("courtly")
+
+Post = Callable[[str, bytes, float, dict[str, str]], Awaitable[tuple[int, str]]]
+SIGNATURE_HEADER = "X-Courtly-Signature"
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The value of SIGNATURE_HEADER: "sha256=" + HMAC-SHA256 of the body with the shared secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class ChangeLog:
+    """`DIR/changes.jsonl`: one line per change event, flushed as written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def change(self, seq: int, ev, webhook: str) -> None:  # type: ignore[no-untyped-def]
+        self._f.write(json.dumps(ev.to_json(), ensure_ascii=False) + "\n")
+        self._f.flush()
+
+    def counts(self) -> dict[str, int]:
+        return {}
+
+    def close(self) -> None:
+        self._f.close()
+
+
+async def aiohttp_post(url: str, body: bytes, timeout_s: float, headers: dict[str, str]) -> tuple[int, str]:
+    """POST `body` as JSON; (status, "") or (0, why it failed)."""
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s:
+            async with s.post(url, data=body, headers={"Content-Type": "application/json",
+                                                       "User-Agent": f"courtly/{__version__} (webhook)",
+                                                       **headers}) as r:
+                await r.read()
+                return r.status, ""
+    except asyncio.TimeoutError:
+        return 0, f"timeout after {timeout_s:g} s"
+    except aiohttp.ClientError as e:
+        return 0, f"{type(e).__name__}: {e}"[:300]
+
+
+class WebhookSender:
+    def __init__(self, clock, store, *, attempts_max: int = 5, backoff_s: float = 1.0,
+                 backoff_s_max: float = 300.0, timeout_s: float = 10.0, queue_max: int = 10_000,
+                 post: Post = aiohttp_post, secret: str = "") -> None:
+        assert attempts_max >= 1 and backoff_s > 0 and queue_max >= 1
+        self.clock = clock
+        self.store = store
+        self.attempts_max = attempts_max
+        self.backoff_s = backoff_s
+        self.backoff_s_max = backoff_s_max
+        self.timeout_s = timeout_s
+        self.queue_max = queue_max
+        self.post = post
+        self.secret = secret
+        self._heap: list[tuple[float, int, str, bytes, int]] = []   # (not_before, seq, url, body, attempts)
+        self._wake = asyncio.Event()
+        self.delivered = 0
+        self.dead = 0
+        self.attempts = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def counts(self) -> dict[str, int]:
+        return {"delivered": self.delivered, "dead": self.dead}
+
+    def change(self, seq: int, ev, webhook: str) -> None:  # type: ignore[no-untyped-def]
+        """A new event: queued when its watch has a webhook."""
+        if not webhook:
+            return
+        body = json.dumps({"seq": seq, **ev.to_json()}, ensure_ascii=False).encode()
+        self._push(self.clock.now(), seq, webhook, body, 0)
+
+    def load_pending(self) -> int:
+        """Deliveries a previous run left pending."""
+        rows = self.store.pending(self.queue_max)
+        now = self.clock.now()
+        for r in rows:
+            self._push(now, r.seq, r.webhook, json.dumps({"seq": r.seq, **r.event}, ensure_ascii=False).encode(),
+                       r.attempts)
+        return len(rows)
+
+    def _push(self, at: float, seq: int, url: str, body: bytes, attempts: int) -> None:
+        if len(self._heap) >= self.queue_max:
+            self.dead += 1
+            self.store.set_delivery(seq, Delivery.DEAD, attempts, f"queue full ({self.queue_max} events waiting)")
+            return
+        heapq.heappush(self._heap, (at, seq, url, body, attempts))
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Deliver until cancelled."""
+        while True:
+            if not self._heap:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            at = self._heap[0][0]
+            if at > self.clock.now():
+                self._wake.clear()
+                sleep = asyncio.ensure_future(self.clock.sleep_until(at))
+                woke = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait((sleep, woke), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleep.cancel()
+                    woke.cancel()
+                continue
+            _, seq, url, body, attempts = heapq.heappop(self._heap)
+            await self._attempt(seq, url, body, attempts + 1)
+
+    async def _attempt(self, seq: int, url: str, body: bytes, attempt: int) -> None:
+        self.attempts += 1
+        headers = {SIGNATURE_HEADER: signature(self.secret, body)} if self.secret else {}
+        status, error = await self.post(url, body, self.timeout_s, headers)
+        if 200 <= status < 300:
+            self.delivered += 1
+            self.store.set_delivery(seq, Delivery.DELIVERED, attempt)
+            return
+        error = error or f"status {status}"
+        if attempt >= self.attempts_max:
+            self.dead += 1
+            self.store.set_delivery(seq, Delivery.DEAD, attempt, error)
+            log.warning("webhook %s: change %d is a dead letter after %d attempts (%s)", url, seq, attempt, error,
+                        extra={"event": "webhook_dead", "seq": seq, "webhook": url})
+            return
+        self.store.set_delivery(seq, Delivery.PENDING, attempt, error)
+        wait = min(self.backoff_s_max, self.backoff_s * 2 ** (attempt - 1))
+        self._push(self.clock.now() + wait, seq, url, body, attempt)
