@@ -260,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except _expected_errors() as e:
+        problem = _environment_problem(e)
+        if problem:
+            return _environment_exit(problem)
         if _JSON_LOGS:   # stderr stays one JSON object per line
             import logging
 
@@ -267,8 +270,28 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"courtly: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        problem = _environment_problem(e)
+        if not problem:
+            raise   # a bug: its traceback is the report
+        return _environment_exit(problem)
     parser.print_help()
     return 2
+
+
+def _environment_problem(e: BaseException) -> str:
+    from courtly.runtime.exits import environment_problem
+
+    return environment_problem(e)
+
+
+def _environment_exit(problem: str) -> int:
+    """A full disk and its kin: one line, exit status 4 (runtime/exits)."""
+    from courtly.runtime.exits import Exit
+
+    _say(f"error: {problem}; the crawl state is saved: free space (or fix the file system) "
+         "and run the same command again to resume", "error")
+    return int(Exit.ENVIRONMENT)
 
 
 _JSON_LOGS = False
@@ -321,6 +344,8 @@ def _say(message: str, level: str = "info") -> None:
 
     if _JSON_LOGS:
         getattr(logging.getLogger("courtly"), level)(message)
+    elif level == "error":
+        print(f"courtly: {message}", file=sys.stderr)
     elif level == "warning":
         print(f"courtly: WARNING: {message}", file=sys.stderr)
     else:
@@ -398,6 +423,9 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         problem = port_problem(*status)
         if problem:
             raise UsageError(problem)
+    from courtly.shell.store.sqlite import refuse_foreign
+
+    refuse_foreign(out / "crawl.db")   # before anything is made or said: one line, exit 2
     with crawl_folder(out):
         for w in cfg.warnings():
             _say(w, "warning")
@@ -418,7 +446,26 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     )
     if stats.stopped_by:
         _say(f"stopped by {stats.stopped_by}, state saved: run the same command again to resume")
-    return 0
+    return _crawl_status(out, cfg, stats)
+
+
+def _crawl_status(out: Path, cfg, stats) -> int:
+    """The run's exit status (runtime/exits); when every seed was refused, say so."""
+    from courtly.runtime.exits import Exit, crawl_exit
+    from courtly.runtime.refusal import seed_outcome
+    from courtly.shell.store.sqlite import SqliteStore
+
+    store = SqliteStore(out / "crawl.db")
+    try:
+        states, lines = seed_outcome(store, cfg.crawl.scope, stats.seeds_refused)
+    finally:
+        store.close()
+    status = crawl_exit(stats.stopped_by, stats.fetched, states)
+    if status is Exit.SEEDS_REFUSED:
+        for line in lines:
+            _say(line, "warning")
+        _say(f"nothing fetched: every seed was refused or failed (exit status {int(status)})", "warning")
+    return int(status)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

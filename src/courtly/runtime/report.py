@@ -74,8 +74,9 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         flags = store.url_flags(rec["url"]) if rec else []
     finally:
         store.close()
+    fix = _fix(out, rec) if rec and rec["state"] in ("skipped", "failed") and rec["reason"] else ""
     if as_json:
-        return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches,
+        return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches, "fix": fix,
                            "via_chain": chain, "links_sample": children, "note": note,
                            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in flags]},
                           indent=2, default=str), rec is not None
@@ -88,6 +89,8 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         lines.append("never seen by this crawl (not linked from any fetched page, not a seed)")
         return "\n".join(lines), False
     lines.append(f"state      {rec['state']}" + (f" ({rec['reason']}: {rec['detail']})" if rec["reason"] else ""))
+    if fix:
+        lines.append(f"fix        {fix}")
     lines.append(f"host key   {rec['key'] or '-'}   depth {rec['depth']}   band {rec['band']}"
                  f"   attempts {rec['attempts']}")
     lines.append(f"discovered {_when(rec['discovered_at'])}" + (f" on {rec['via']}" if rec["via"] else " (seed)"))
@@ -100,13 +103,24 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
                      f"  ip {f['ip'] or '-'}{warc}")
     for at, flag, detail in flags:
         what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
-                "soft404": "soft-404 (the error page of)"}.get(flag, flag)
+                "soft404": "soft-404 (the error page of)", "reconsidered": "queued again:"}.get(flag, flag)
         lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")
     if children:
         lines.append(f"links to   {len(children)}{'+' if len(children) >= 20 else ''} URLs first found here, e.g. {children[0]}")
     return "\n".join(lines), True
+
+
+def _fix(out: Path, rec: dict) -> str:
+    """What to do about a refusal (runtime/refusal), under the scope of the crawl's last run."""
+    from courtly.runtime.refusal import fix_for
+
+    try:
+        scope = json.loads((out / "config.json").read_text()).get("crawl", {}).get("scope", "any")
+    except (OSError, ValueError, AttributeError):
+        scope = "any"
+    return fix_for(rec["url"], rec["reason"], rec["detail"] or "", scope)
 
 
 def stats(out: Path, *, as_json: bool = False) -> str:

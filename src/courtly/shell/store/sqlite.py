@@ -33,7 +33,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION"]
+__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION", "refuse_foreign"]
 
 from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of work)
 
@@ -133,11 +133,38 @@ class StoreError(Exception):
     """The crawl folder's database cannot be used (one-line message)."""
 
 
+def refuse_foreign(path: Path) -> None:
+    """Raise StoreError unless `path` is absent or a courtly crawl database:
+    an empty file (0 bytes) or someone else's SQLite database would otherwise
+    become a new crawl, written beside an older crawl's WARC files or into
+    another program's tables. Reads only."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        raise StoreError(f"{path} is empty (0 bytes), not a courtly crawl database: move it away, "
+                         "or use another --out")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a courtly crawl database (not SQLite: {e}): move it away, "
+                         "or use another --out") from e
+    if tables and not {"meta", "urls"} <= tables:
+        raise StoreError(f"{path} is an SQLite database of another program (tables "
+                         f"{', '.join(sorted(tables)[:5])}), not a courtly crawl: use another --out")
+
+
 class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            refuse_foreign(self.path)
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -298,6 +325,26 @@ class SqliteStore:
         n = self._db.execute(sql, args).rowcount
         self._db.execute("COMMIT")
         return n
+
+    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[tuple]:
+        """(url, key, via, reason, detail) of seed-stage URLs (depth 0: seeds and
+        their redirect hops) skipped for one of `reasons` (runtime/refusal)."""
+        marks = ", ".join("?" * len(reasons))
+        return self._db.execute(
+            f"SELECT url, key, via, reason, coalesce(detail, '') FROM urls WHERE depth = 0"
+            f" AND state = 'skipped' AND reason IN ({marks}) LIMIT ?", (*reasons, limit)).fetchall()
+
+    def requeue(self, rows: list[tuple[str, str]]) -> int:
+        """Queue again skipped URLs, given as (key, url) (seed band). How many."""
+        self._db.execute("BEGIN")
+        n = self._db.executemany("UPDATE urls SET state='queued', key=?, band=1, reason=NULL, detail=NULL"
+                                 " WHERE url = ? AND state = 'skipped'", rows).rowcount
+        self._db.execute("COMMIT")
+        return n
+
+    def seed_states(self) -> dict[str, int]:
+        """Seed-stage URLs (depth 0) by state: fetched, queued, skipped, failed."""
+        return dict(self._db.execute("SELECT state, count(*) FROM urls WHERE depth = 0 GROUP BY state").fetchall())
 
     def get_meta(self, k: str) -> str | None:
         row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()

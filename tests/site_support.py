@@ -1,0 +1,44 @@
+"""A tiny website on loopback for CLI tests that need real fetches: `pages`
+HTML pages, each linking to the next, and a robots.txt that allows all,
+served by a threaded `http.server` on 127.0.0.1 (an ephemeral port)."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+
+@contextmanager
+def tiny_site(pages: int = 8) -> Iterator[str]:
+    """Yields the site's root URL; every request is answered at once."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:   # noqa: N802 (http.server's name)
+            if self.path == "/robots.txt":
+                body, kind = b"User-agent: *\nAllow: /\n", "text/plain"
+            elif self.path == "/" or self.path.startswith("/p"):
+                n = int(self.path[2:] or 0) if self.path != "/" else 0
+                link = f'<a href="/p{n + 1}">next</a>' if n + 1 < pages else ""
+                body, kind = f"<html><body><p>page {n}</p>{link}</body></html>".encode(), "text/html"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,89 @@
+"""Refusals at the seed stage are told with their reason and the fix, and a
+seed refused for a reason a changed setting removes is reconsidered when the
+crawl is resumed with that setting; each reconsideration is recorded."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from cli_support import courtly_logger_restored
+from site_support import tiny_site
+
+from courtly.cli import main
+from courtly.core.types import Reason
+from courtly.runtime.exits import Exit
+from courtly.runtime.refusal import _why_again, fix_for, refusal_line
+
+
+@pytest.fixture(autouse=True)
+def _courtly_logger():
+    yield from courtly_logger_restored()
+
+
+def test_a_private_seed_is_told_with_the_flag_that_opens_it():
+    line = refusal_line("http://10.0.0.5/", "", Reason.NON_PUBLIC, "10.0.0.5: no permitted address in 10.0.0.5")
+    assert line == ("seed http://10.0.0.5/ refused: non_public (10.0.0.5 is a private address); "
+                    "add --allow-network 10.0.0.5/32 to crawl it")
+
+
+def test_a_seed_whose_name_does_not_resolve_is_told_to_pin_it():
+    line = refusal_line("http://a.invalid/", "", Reason.DNS, "a.invalid: Domain name not found")
+    assert line.startswith("seed http://a.invalid/ refused: dns (a.invalid: Domain name not found); ")
+    assert "--resolve HOST:IP" in line and "--hosts-file" in line
+
+
+def test_a_seed_redirected_out_of_scope_names_the_redirect_and_the_wider_scope():
+    line = refusal_line("http://b.example.org/", "http://example.org/", Reason.SCOPE, "scope seed-hosts",
+                        "seed-hosts")
+    assert line == ("seed http://example.org/ redirects to http://b.example.org/, refused: scope (outside "
+                    "--scope seed-hosts); use --scope seed-domains (same registered domain) or --scope any "
+                    "to follow it")
+
+
+def test_robots_refusals_have_no_fix_to_offer():
+    assert fix_for("http://a.test/", Reason.ROBOTS, "http://a.test/robots.txt") == ""
+
+
+@pytest.mark.parametrize("reason, changed, why", [
+    (Reason.NON_PUBLIC, "network", "network.allow (--allow-network) changed"),
+    (Reason.NON_PUBLIC, "", ""),                                          # nothing changed: it stands
+    (Reason.DNS, "pins", "host pins (--resolve, --hosts-file) changed"),
+    (Reason.DNS, "", "a resume resolves names again"),
+    (Reason.SCOPE, "scope", "crawl.scope (--scope) changed"),
+    (Reason.SCOPE, "network", ""),                                        # another setting changed
+])
+def test_a_refusal_is_reconsidered_when_its_own_setting_changed(reason, changed, why):
+    before = {"network": "[]", "pins": "[]", "scope": "any"}
+    now = dict(before, **({changed: "other"} if changed else {}))
+    assert _why_again(str(reason), before, now) == why
+
+
+def _crawl(url: str, out, *extra: str) -> list[str]:
+    return ["crawl", url, "--out", str(out), "--quiet", "--delay-s", "0.05", "--contact", "t@example.org", *extra]
+
+
+def test_a_refused_seed_is_told_and_fetched_when_resumed_with_the_flag(tmp_path, capsys):
+    out = tmp_path / "crawl"
+    with tiny_site(3) as url:
+        assert main(_crawl(url, out)) == Exit.SEEDS_REFUSED
+        err = capsys.readouterr().err
+        assert (f"courtly: WARNING: seed {url} refused: non_public (127.0.0.1 is a loopback address); "
+                "add --allow-network 127.0.0.1/32 to crawl it") in err, err
+        assert "nothing fetched: every seed was refused or failed (exit status 3)" in err
+        assert main(["explain", url, "--out", str(out)]) == 0
+        assert "fix        add --allow-network 127.0.0.1/32 to crawl it" in capsys.readouterr().out
+
+        # the same command again: nothing changed, the refusal stands and is said again
+        assert main(_crawl(url, out)) == Exit.SEEDS_REFUSED
+        assert f"still refused: seed {url} refused: non_public" in capsys.readouterr().err
+
+        assert main(_crawl(url, out, "--allow-network", "127.0.0.1/32")) == Exit.FINISHED
+    db = sqlite3.connect(str(out / "crawl.db"))
+    assert db.execute("SELECT state FROM urls WHERE url = ?", (url,)).fetchone() == ("fetched",)
+    assert db.execute("SELECT count(*) FROM urls WHERE state = 'fetched'").fetchone() == (3,)
+    flags = db.execute("SELECT flag, detail FROM flags WHERE url = ?", (url,)).fetchall()
+    assert flags == [("reconsidered", "was non_public (127.0.0.1: no permitted address in 127.0.0.1); "
+                                      "network.allow (--allow-network) changed")]
+    assert main(["explain", url, "--out", str(out)]) == 0
+    assert "queued again: was non_public" in capsys.readouterr().out
