@@ -10,6 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 
+def page_body(n: int, pages: int) -> bytes:
+    """Page `n` of a site of `pages`: a paragraph and a link to the next page."""
+    link = f'<a href="/p{n + 1}">next</a>' if n + 1 < pages else ""
+    return f"<html><body><p>page {n}</p>{link}</body></html>".encode()
+
+
 @contextmanager
 def tiny_site(pages: int = 8) -> Iterator[str]:
     """Yields the site's root URL; every request is answered at once."""
@@ -20,8 +26,7 @@ def tiny_site(pages: int = 8) -> Iterator[str]:
                 body, kind = b"User-agent: *\nAllow: /\n", "text/plain"
             elif self.path == "/" or self.path.startswith("/p"):
                 n = int(self.path[2:] or 0) if self.path != "/" else 0
-                link = f'<a href="/p{n + 1}">next</a>' if n + 1 < pages else ""
-                body, kind = f"<html><body><p>page {n}</p>{link}</body></html>".encode(), "text/html"
+                body, kind = page_body(n, pages), "text/html"
             else:
                 self.send_error(404)
                 return

@@ -28,10 +28,20 @@ def _foreign_sqlite(path) -> None:
     db.close()
 
 
+def _browser_history(path) -> None:
+    """Tables named as courtly's are (a browser's history has urls and meta)."""
+    db = sqlite3.connect(str(path))
+    db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    db.execute("CREATE TABLE urls (id INTEGER PRIMARY KEY, url TEXT, title TEXT, visit_count INTEGER)")
+    db.commit()
+    db.close()
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda p: p.write_bytes(b""), "is empty (0 bytes), not a courtly crawl database"),
     (lambda p: p.write_bytes(b"not a database\n" * 100), "is not a courtly crawl database (not SQLite"),
     (_foreign_sqlite, "is an SQLite database of another program (tables people), not a courtly crawl"),
+    (_browser_history, "is an SQLite database of another program (tables meta, urls), not a courtly crawl"),
 ])
 @pytest.mark.parametrize("command", [["crawl", SEED, "--quiet", "--contact", "t@example.org"], ["stats"]])
 def test_a_crawl_db_that_is_not_a_courtly_crawl_is_refused_in_one_line(tmp_path, capsys, make, message, command):

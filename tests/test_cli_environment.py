@@ -96,3 +96,26 @@ def test_an_environment_error_is_found_behind_the_error_it_caused():
     except RuntimeError as e:
         assert environment_problem(e) == "no space left on device writing /x/warc/a.warc.gz.open (ENOSPC)"
     assert environment_problem(ValueError("a bug")) == ""
+
+
+def test_a_page_refetched_after_a_stop_between_its_digest_and_its_links_is_not_its_own_duplicate(tmp_path, capsys):
+    """The exact-duplicate index is committed with the WARC record; the page's
+    links come with its extraction, a commit later. A run that stops between
+    (a full disk, kill -9) leaves the page queued with its digest known: the
+    next run fetches it again and must follow its links, not call it a
+    duplicate of itself (that lost every page behind the seed)."""
+    from courtly.core.fingerprint import warc_payload_digest
+    from courtly.ports import Batch
+    from courtly.shell.store.sqlite import SqliteStore
+    from site_support import page_body
+
+    out = tmp_path / "crawl"
+    with tiny_site(3) as url:
+        store = SqliteStore(out / "crawl.db")
+        store.apply(Batch(new_urls=[(url, "127.0.0.1", 1, 0, 0, "", 1.0)],
+                          digests=[(warc_payload_digest(page_body(0, 3)), url, 1.0, "")],
+                          meta={"politeness_key": "domain"}))
+        store.close()
+        assert main(_crawl(url, out)) == Exit.FINISHED
+    db = sqlite3.connect(str(out / "crawl.db"))
+    assert {u for (u,) in db.execute("SELECT url FROM urls WHERE state = 'fetched'")} == {url, f"{url}p1", f"{url}p2"}

@@ -48,7 +48,9 @@ def _build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--verbose", action="store_true",
                       help="also log every decision (URL not fetched, with its reason) in text mode")
 
-    c = sub.add_parser("crawl", parents=[logs],
+    from courtly.runtime.exits import EXIT_HELP
+
+    c = sub.add_parser("crawl", parents=[logs], epilog=EXIT_HELP,
                        help="crawl from seed URLs (resumes when run again on the same --out)")
     c.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     c.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
@@ -135,7 +137,8 @@ def _crawl_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host "
                                                  f"(default: politeness.delay_s, else {d.politeness.delay_s:g})")
     c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
-                   help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
+                   help="also allow these non-public networks (e.g. 10.1.0.0/16; for courtly simweb, the "
+                        "allowed_networks of its manifest.json, as it prints); repeatable")
     c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
     c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent "
                                      "(default: crawl.contact, else none, with a warning)")
@@ -369,10 +372,28 @@ def read_seeds(urls: list[str], seeds_file: str | None):
     return SeedList(urls, seeds_file).validate()
 
 
+_FLAG_OF_KEY = {"crawl.max_pages": "--max-pages", "crawl.duration_s": "--duration-s",
+               "crawl.user_agent": "--user-agent", "crawl.contact": "--contact", "politeness.delay_s": "--delay-s"}
+
+
 def config_from_args(args: argparse.Namespace):
-    from courtly.config import check_networks, load_config
+    """The config file's settings with the flags laid over them; a bad flag
+    value is an error naming the flag (the file's own errors name its keys)."""
+    from courtly.config import ConfigError, load_config
 
     cfg = load_config(args.config)
+    try:
+        return _flags_over(cfg, args)
+    except ConfigError as e:
+        message = str(e)
+        for key, flag in _FLAG_OF_KEY.items():
+            message = message.replace(key, flag)
+        raise ConfigError(message) from e
+
+
+def _flags_over(cfg, args: argparse.Namespace):
+    from courtly.config import check_networks
+
     crawl = {}
     if args.max_pages is not None:
         crawl["max_pages"] = args.max_pages

@@ -216,11 +216,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         tiers = json.loads(raw) if raw else []
         by_day = store.fetches_by_day()
         counts = store.counts()
-        now = time.time()
-        throttled = sorted(
-            ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
-             if h.get("backoff_until", 0) > now or h.get("backoff_reason")),
-        )
+        throttled = _throttled(store, time.time())
     finally:
         store.close()
     reasons = {"page": "discovery", "recrawl": "recrawl"}
@@ -241,11 +237,37 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
                          f"{_age(t['age_p50_s']):>9} {_age(t['age_p90_s']):>9}")
     else:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
-    lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
+    lines.append(f"hosts throttled by politeness (answered 429/503, backed off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
     lines.append("top reasons URLs were not fetched")
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
     return "\n".join(lines)
+
+
+def _throttled(store: SqliteStore, now: float) -> list[tuple[str, str]]:
+    """(key, what) of every key that answered 429 or 503 (the fetch log; `stats`
+    counts the same answers) or is backing off now: its answers by status, and
+    the back-off in force, if any. A key that has recovered is still listed."""
+    from courtly.core.urls import politeness_key, split_origin
+
+    mode = store.get_meta("politeness_key") or "domain"
+    answers: dict[str, dict[int, int]] = {}
+    for origin, status, n in store.throttle_answers():
+        try:
+            key = politeness_key(split_origin(origin).host, mode)
+        except ValueError:
+            key = origin
+        per = answers.setdefault(key, {})
+        per[status] = per.get(status, 0) + n
+    backing_off = {k: h.get("backoff_reason", "") for k, h in store.hosts().items()
+                   if h.get("backoff_until", 0) > now}
+    out = []
+    for key in sorted(set(answers) | set(backing_off)):
+        what = ", ".join(f"{st} x{n}" for st, n in sorted(answers.get(key, {}).items()))
+        if key in backing_off:
+            what += f"{'; ' if what else ''}backing off now ({backing_off[key] or 'back-off'})"
+        out.append((key, what))
+    return out
 
 
 def _day(day: int) -> str:

@@ -52,6 +52,9 @@ class CrawlFolderError(Exception):
 @contextmanager
 def crawl_folder(out: Path) -> Iterator[Path]:
     """Create/lock the crawl folder; refuse a folder another crawl holds."""
+    if out.exists() and not out.is_dir():
+        raise CrawlFolderError(f"--out {out} is a file, not a folder: give the crawl folder "
+                               "(it is made when missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "warc").mkdir(exist_ok=True)

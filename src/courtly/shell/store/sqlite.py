@@ -133,6 +133,13 @@ class StoreError(Exception):
     """The crawl folder's database cannot be used (one-line message)."""
 
 
+# Tables a courtly crawl.db has, by columns that tell them from another
+# program's tables of the same name (a browser's history has `urls` and `meta`
+# too); one is enough, so folders of every schema shape are recognised.
+_OWN_COLUMNS = {"urls": {"url", "key", "state", "via", "depth"}, "meta": {"k", "v"},
+                "digests": {"digest", "url", "record_id"}}
+
+
 def refuse_foreign(path: Path) -> None:
     """Raise StoreError unless `path` is absent or a courtly crawl database:
     an empty file (0 bytes) or someone else's SQLite database would otherwise
@@ -140,7 +147,7 @@ def refuse_foreign(path: Path) -> None:
     another program's tables. Reads only."""
     try:
         size = path.stat().st_size
-    except FileNotFoundError:
+    except OSError:   # absent, or under a file: opening it says what is wrong
         return
     if size == 0:
         raise StoreError(f"{path} is empty (0 bytes), not a courtly crawl database: move it away, "
@@ -149,12 +156,14 @@ def refuse_foreign(path: Path) -> None:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            ours = any(wanted <= {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                       for table, wanted in _OWN_COLUMNS.items())
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path} is not a courtly crawl database (not SQLite: {e}): move it away, "
                          "or use another --out") from e
-    if tables and not {"meta", "urls"} <= tables:
+    if tables and not ours:
         raise StoreError(f"{path} is an SQLite database of another program (tables "
                          f"{', '.join(sorted(tables)[:5])}), not a courtly crawl: use another --out")
 
@@ -341,6 +350,13 @@ class SqliteStore:
                                  " WHERE url = ? AND state = 'skipped'", rows).rowcount
         self._db.execute("COMMIT")
         return n
+
+    def throttle_answers(self) -> list[tuple[str, int, int]]:
+        """(origin, status, count) of the 429 and 503 answers in the fetch log
+        (pages and robots.txt), per origin (`scheme://host[:port]/`)."""
+        return self._db.execute(
+            "SELECT substr(url, 1, 8 + instr(substr(url, 9), '/')) AS origin, status, count(*) FROM fetches"
+            " WHERE status IN (429, 503) GROUP BY origin, status ORDER BY origin, status").fetchall()
 
     def seed_states(self) -> dict[str, int]:
         """Seed-stage URLs (depth 0) by state: fetched, queued, skipped, failed."""
