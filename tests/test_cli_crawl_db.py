@@ -20,21 +20,21 @@ def _courtly_logger():
     yield from courtly_logger_restored()
 
 
-def _foreign_sqlite(path) -> None:
-    db = sqlite3.connect(str(path))
-    db.execute("CREATE TABLE people (name TEXT)")
-    db.execute("INSERT INTO people VALUES ('ada')")
-    db.commit()
-    db.close()
+def _sqlite(*statements: str):
+    """An SQLite database of another program, made by `statements`."""
+    def make(path) -> None:
+        db = sqlite3.connect(str(path))
+        for sql in statements:
+            db.execute(sql)
+        db.commit()
+        db.close()
+    return make
 
 
-def _browser_history(path) -> None:
-    """Tables named as courtly's are (a browser's history has urls and meta)."""
-    db = sqlite3.connect(str(path))
-    db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
-    db.execute("CREATE TABLE urls (id INTEGER PRIMARY KEY, url TEXT, title TEXT, visit_count INTEGER)")
-    db.commit()
-    db.close()
+_foreign_sqlite = _sqlite("CREATE TABLE people (name TEXT)", "INSERT INTO people VALUES ('ada')")
+# tables named as courtly's are (a browser's history has urls and meta)
+_browser_history = _sqlite("CREATE TABLE meta (key TEXT, value TEXT)",
+                           "CREATE TABLE urls (id INTEGER PRIMARY KEY, url TEXT, title TEXT, visit_count INTEGER)")
 
 
 @pytest.mark.parametrize("make, message", [
