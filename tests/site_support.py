@@ -1,5 +1,7 @@
 """A tiny website on loopback for CLI tests that need real fetches: `pages`
-HTML pages, each linking to the next, and a robots.txt that allows all,
+HTML pages, each linking to the next, a robots.txt that allows all, and
+`/to/HOST:PORT/PATH`, a redirect to `http://HOST:PORT/PATH` (any host name
+pinned to it with --resolve reaches the same site),
 served by a threaded `http.server` on 127.0.0.1 (an ephemeral port)."""
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ def tiny_site(pages: int = 8) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:   # noqa: N802 (http.server's name)
+            if self.path.startswith("/to/"):   # /to/HOST:PORT/PATH redirects to http://HOST:PORT/PATH
+                self.send_response(301)
+                self.send_header("Location", "http://" + self.path[4:])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.path == "/robots.txt":
                 body, kind = b"User-agent: *\nAllow: /\n", "text/plain"
             elif self.path == "/" or self.path.startswith("/p"):

@@ -119,3 +119,33 @@ def test_a_page_refetched_after_a_stop_between_its_digest_and_its_links_is_not_i
         assert main(_crawl(url, out)) == Exit.FINISHED
     db = sqlite3.connect(str(out / "crawl.db"))
     assert {u for (u,) in db.execute("SELECT url FROM urls WHERE state = 'fetched'")} == {url, f"{url}p1", f"{url}p2"}
+
+
+def test_a_full_disk_under_the_store_is_one_line_exit_4_too(tmp_path, capsys, monkeypatch):
+    from courtly.shell.store.sqlite import SqliteStore
+
+    real_apply = SqliteStore.apply
+    applied = [0]
+
+    def apply(self, batch, **kw):
+        applied[0] += 1
+        if applied[0] > 2:
+            full = sqlite3.OperationalError("database or disk is full")
+            full.sqlite_errorcode = 13   # SQLITE_FULL, as the driver sets it
+            raise full
+        return real_apply(self, batch, **kw)
+
+    out = tmp_path / "crawl"
+    with tiny_site(PAGES) as url:
+        monkeypatch.setattr(SqliteStore, "apply", apply)
+        assert main(_crawl(url, out)) == Exit.ENVIRONMENT
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        errors = [line for line in err.splitlines() if "error" in line.lower()]
+        assert errors == ["courtly: error: database or disk is full (SQLite: database or disk is full); the "
+                          "crawl state is saved: free space (or fix the file system) and run the same command "
+                          "again to resume"], err
+        monkeypatch.undo()
+        assert main(_crawl(url, out)) == Exit.FINISHED
+    db = sqlite3.connect(str(out / "crawl.db"))
+    assert db.execute("SELECT count(*) FROM urls WHERE state = 'fetched'").fetchone() == (PAGES,)

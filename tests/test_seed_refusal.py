@@ -87,3 +87,24 @@ def test_a_refused_seed_is_told_and_fetched_when_resumed_with_the_flag(tmp_path,
                                       "network.allow (--allow-network) changed")]
     assert main(["explain", url, "--out", str(out)]) == 0
     assert "queued again: was non_public" in capsys.readouterr().out
+
+
+def test_a_seed_redirected_out_of_scope_is_told_and_followed_when_resumed_with_a_wider_scope(tmp_path, capsys):
+    out = tmp_path / "crawl"
+    with tiny_site(2) as url:
+        port = url.rsplit(":", 1)[1].strip("/")
+        seed, target = f"http://a.example:{port}/to/b.example:{port}/", f"http://b.example:{port}/"
+        pins = ["--resolve", "a.example:127.0.0.1", "--resolve", "b.example:127.0.0.1",
+                "--allow-network", "127.0.0.1/32"]
+        assert main(_crawl(seed, out, *pins, "--scope", "seed-hosts")) == Exit.FINISHED   # the seed answered
+        err = capsys.readouterr().err
+        assert (f"seed {seed} redirects to {target}, refused: scope (outside --scope seed-hosts); use --scope "
+                "seed-domains (same registered domain) or --scope any to follow it") in err, err
+        assert main(_crawl(seed, out, *pins, "--scope", "seed-domains")) == Exit.FINISHED
+        assert f"reconsidered {target}" not in capsys.readouterr().err      # b.example is still out of scope
+        assert main(_crawl(seed, out, *pins, "--scope", "any")) == Exit.FINISHED
+        assert (f"reconsidered {target}: was scope (scope seed-hosts); crawl.scope (--scope) changed"
+                in capsys.readouterr().err)
+    db = sqlite3.connect(str(out / "crawl.db"))
+    assert db.execute("SELECT state FROM urls WHERE url = ?", (target,)).fetchone() == ("fetched",)
+    assert db.execute("SELECT state FROM urls WHERE url = ?", (f"{target}p1",)).fetchone() == ("fetched",)
