@@ -45,7 +45,7 @@ _browser_history = _sqlite("CREATE TABLE meta (key TEXT, value TEXT)",
 ])
 @pytest.mark.parametrize("command", [["crawl", SEED, "--quiet", "--contact", "t@example.org"], ["stats"]])
 def test_a_crawl_db_that_is_not_a_courtly_crawl_is_refused_in_one_line(tmp_path, capsys, make, message, command):
-    out = tmp_path / "crawl"
+    out = tmp_path / "a crawl?#%20"   # characters a file: URI must escape
     out.mkdir()
     db = out / "crawl.db"
     make(db)

@@ -292,7 +292,7 @@ def _environment_exit(problem: str) -> int:
     """A full disk and its kin: one line, exit status 4 (runtime/exits)."""
     from courtly.runtime.exits import Exit
 
-    _say(f"error: {problem}; the crawl state is saved: free space (or fix the file system) "
+    _say(f"{problem}; the crawl state is saved: free space (or fix the file system) "
          "and run the same command again to resume", "error")
     return int(Exit.ENVIRONMENT)
 
@@ -348,7 +348,7 @@ def _say(message: str, level: str = "info") -> None:
     if _JSON_LOGS:
         getattr(logging.getLogger("courtly"), level)(message)
     elif level == "error":
-        print(f"courtly: {message}", file=sys.stderr)
+        print(f"courtly: error: {message}", file=sys.stderr)
     elif level == "warning":
         print(f"courtly: WARNING: {message}", file=sys.stderr)
     else:
@@ -476,11 +476,14 @@ def _crawl_status(out: Path, cfg, stats) -> int:
     from courtly.runtime.refusal import seed_outcome
     from courtly.shell.store.sqlite import SqliteStore
 
-    store = SqliteStore(out / "crawl.db")
-    try:
-        states, lines = seed_outcome(store, cfg.crawl.scope, stats.seeds_refused)
-    finally:
-        store.close()
+    states: dict[str, int] = {}
+    lines: list[str] = []
+    if not stats.stopped_by and not stats.fetched:   # only then can every seed have been refused
+        store = SqliteStore(out / "crawl.db")
+        try:
+            states, lines = seed_outcome(store, cfg.crawl.scope, stats.seeds_refused)
+        finally:
+            store.close()
     status = crawl_exit(stats.stopped_by, stats.fetched, states)
     if status is Exit.SEEDS_REFUSED:
         for line in lines:

@@ -153,7 +153,7 @@ def refuse_foreign(path: Path) -> None:
         raise StoreError(f"{path} is empty (0 bytes), not a courtly crawl database: move it away, "
                          "or use another --out")
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)   # as_uri: %-escapes "?", "#"
         try:
             tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             ours = any(wanted <= {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
