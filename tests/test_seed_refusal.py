@@ -108,3 +108,17 @@ def test_a_seed_redirected_out_of_scope_is_told_and_followed_when_resumed_with_a
     db = sqlite3.connect(str(out / "crawl.db"))
     assert db.execute("SELECT state FROM urls WHERE url = ?", (target,)).fetchone() == ("fetched",)
     assert db.execute("SELECT state FROM urls WHERE url = ?", (f"{target}p1",)).fetchone() == ("fetched",)
+
+
+def test_with_json_logs_a_refused_seed_is_a_record_with_its_reason_and_fix(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "crawl"
+    assert main(["crawl", "http://127.0.0.1:9/", "--out", str(out), "--contact", "t@example.org",
+                 "--log-format", "json"]) == Exit.SEEDS_REFUSED
+    records = [json.loads(line) for line in capsys.readouterr().err.strip().splitlines()]
+    refused = [r for r in records if r.get("event") == "seed_refused"]
+    assert len(refused) == 1, records
+    assert refused[0]["url"] == "http://127.0.0.1:9/" and refused[0]["reason"] == "non_public"
+    assert refused[0]["fix"] == "add --allow-network 127.0.0.1/32 to crawl it"
+    assert refused[0]["level"] == "warning"
