@@ -122,3 +122,11 @@ def test_with_json_logs_a_refused_seed_is_a_record_with_its_reason_and_fix(tmp_p
     assert refused[0]["url"] == "http://127.0.0.1:9/" and refused[0]["reason"] == "non_public"
     assert refused[0]["fix"] == "add --allow-network 127.0.0.1/32 to crawl it"
     assert refused[0]["level"] == "warning"
+
+
+def test_the_fix_for_a_link_refused_deeper_says_a_resume_will_not_retry_it():
+    detail = "10.0.0.5: no permitted address in 10.0.0.5"
+    assert fix_for("http://10.0.0.5/a", Reason.NON_PUBLIC, detail, seed_stage=False) == (
+        "add --allow-network 10.0.0.5/32 to crawl it (a resume reconsiders seeds only: give this URL as a seed)")
+    assert fix_for("http://a.invalid/", Reason.DNS, "a.invalid: not found", seed_stage=False).endswith(
+        "(a resume reconsiders seeds only: give this URL as a seed)")

@@ -77,18 +77,22 @@ def _network(ip: str) -> str:
     return f"{a}/{a.max_prefixlen}"
 
 
-def fix_for(url: str, reason: str, detail: str, scope: str = "any") -> str:
+def fix_for(url: str, reason: str, detail: str, scope: str = "any", *, seed_stage: bool = True) -> str:
     """What the operator can do about a refusal, or "" when nothing should
-    be done (robots.txt is obeyed, a purge is wanted)."""
+    be done (robots.txt is obeyed, a purge is wanted). A resume reconsiders
+    the seed stage only (`reconsider`): a link refused deeper is crawled by
+    giving it as a seed."""
+    later = "" if seed_stage else " (a resume reconsiders seeds only: give this URL as a seed)"
     if reason == Reason.NON_PUBLIC:
         nets = " ".join(f"--allow-network {_network(a)}" for a in _addresses(detail))
-        return f"add {nets or '--allow-network CIDR'} to crawl it"
+        return f"add {nets or '--allow-network CIDR'} to crawl it{later}"
     if reason == Reason.DNS:
-        return "check the name, or pin it with --resolve HOST:IP or --hosts-file F; a resume tries it again"
+        return ("check the name, or pin it with --resolve HOST:IP or --hosts-file F"
+                + ("; a resume tries it again" if seed_stage else later))
     if reason == Reason.SCOPE:
         if scope == "seed-hosts":
-            return "use --scope seed-domains (same registered domain) or --scope any to follow it"
-        return "use --scope any to follow it"
+            return f"use --scope seed-domains (same registered domain) or --scope any to follow it{later}"
+        return f"use --scope any to follow it{later}"
     if reason == Reason.ROBOTS_UNREACHABLE:
         return "check that the site answers its robots.txt (courtly fetches nothing where it cannot read it)"
     return ""

@@ -120,7 +120,7 @@ def _fix(out: Path, rec: dict) -> str:
         scope = json.loads((out / "config.json").read_text()).get("crawl", {}).get("scope", "any")
     except (OSError, ValueError, AttributeError):
         scope = "any"
-    return fix_for(rec["url"], rec["reason"], rec["detail"] or "", scope)
+    return fix_for(rec["url"], rec["reason"], rec["detail"] or "", scope, seed_stage=rec["depth"] == 0)
 
 
 def stats(out: Path, *, as_json: bool = False) -> str:
