@@ -79,7 +79,7 @@ def test_a_seed_line_with_extra_words_is_refused_not_encoded(tmp_path, capsys):
     out = tmp_path / "crawl"
     assert main(["crawl", "--seeds-file", str(seeds), "--out", str(out)]) == Exit.BAD_INPUT
     lines = _err_lines(capsys)
-    assert lines == [f"courtly: error: bad seed at {seeds}:1: 'http://a.test/ extra words' is not one URL "
+    assert lines == [f"courtly: error: bad seed URL at {seeds}:1: 'http://a.test/ extra words' is not one URL "
                      "(it holds white space; one URL per line, a space inside a URL written %20)"], lines
     assert not out.exists()
 

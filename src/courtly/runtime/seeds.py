@@ -56,7 +56,7 @@ class SeedList:
         n = 0
         for url, where in self._lines():
             if any(c.isspace() for c in url):
-                raise UsageError(f"bad seed at {where}: {url[:200]!r} is not one URL (it holds white space; "
+                raise UsageError(f"bad seed URL at {where}: {url[:200]!r} is not one URL (it holds white space; "
                                  "one URL per line, a space inside a URL written %20)")
             try:
                 normalize_url(url)
