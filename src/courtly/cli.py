@@ -211,14 +211,17 @@ def leave(status: int | None) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "simweb":
-        from courtly.sim.command import main as simweb_main
+    if argv and argv[0] in ("simweb", "sim"):
+        try:
+            if argv[0] == "simweb":
+                from courtly.sim.command import main as simweb_main
 
-        return simweb_main(argv[1:])
-    if argv and argv[0] == "sim":
-        from courtly.sim.vsim_command import main as sim_main
+                return simweb_main(argv[1:])
+            from courtly.sim.vsim_command import main as sim_main
 
-        return sim_main(argv[1:])
+            return sim_main(argv[1:])
+        except BrokenPipeError:   # courtly simweb check LOG | head
+            return _reader_gone()
     parser = _build_parser()
     args = parser.parse_args(argv)
     _setup_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
@@ -257,11 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         print("courtly: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # the reader went away (courtly stats | head): not an error worth a traceback
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return _reader_gone()
     except _expected_errors() as e:
         problem = _environment_problem(e)
         if problem:
@@ -280,6 +279,15 @@ def main(argv: list[str] | None = None) -> int:
         return _environment_exit(problem)
     parser.print_help()
     return 2
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (courtly stats | head): not an error
+    worth a traceback; stdout goes to /dev/null so the exit's flush is quiet."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 def _environment_problem(e: BaseException) -> str:
