@@ -17,6 +17,9 @@
 Bad input (unknown config key, malformed seed, unwritable folder) ends with
 one line naming the problem and exit status 2, never a traceback, and never
 touches crawl state. Ctrl-C stops a crawl gracefully; the same command resumes.
+`courtly crawl` exits 0 finished, 3 every seed refused, 4 environment error
+(a full disk: one line, state saved), 130/143 stopped by a signal
+(runtime/exits; README "Exit statuses").
 
 Logs go to stderr through the `courtly` logger: human-readable lines by
 default (decisions, i.e. URLs not fetched, only with --verbose), or with

@@ -94,7 +94,7 @@ CREATE INDEX IF NOT EXISTS fetches_url ON fetches(url);
 CREATE TABLE IF NOT EXISTS hosts (key TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (origin TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404, per fetch
+CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404, per fetch; reconsidered (runtime/refusal)
     url TEXT NOT NULL, at REAL NOT NULL, flag TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS flags_url ON flags(url);
 -- first capture of each payload (exact dedup), in the order captured: read
