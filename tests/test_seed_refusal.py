@@ -76,7 +76,9 @@ def test_a_refused_seed_is_told_and_fetched_when_resumed_with_the_flag(tmp_path,
 
         # the same command again: nothing changed, the refusal stands and is said again
         assert main(_crawl(url, out)) == Exit.SEEDS_REFUSED
-        assert f"still refused: seed {url} refused: non_public" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert (f"courtly: WARNING: seed {url} refused: non_public (127.0.0.1 is a loopback address); add "
+                "--allow-network 127.0.0.1/32 to crawl it (decided by an earlier run)") in err, err
 
         assert main(_crawl(url, out, "--allow-network", "127.0.0.1/32")) == Exit.FINISHED
     db = sqlite3.connect(str(out / "crawl.db"))

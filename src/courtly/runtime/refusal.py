@@ -191,7 +191,6 @@ def reconsider(crawler: "Crawler", settings: dict[str, str], now: float) -> int:
     return len(again)
 
 
-
 def seed_outcome(store, scope: str, told: int) -> tuple[dict[str, int], list[str]]:
     """(seed-stage URLs by state, lines for the refused ones) after a run;
     the lines only when this run told none (a resume that changed nothing
@@ -200,4 +199,4 @@ def seed_outcome(store, scope: str, told: int) -> tuple[dict[str, int], list[str
     if told:
         return states, []
     rows = store.refused_at_depth0([str(r) for r in Reason], SHOWN_MAX)
-    return states, [f"still refused: {refusal_line(u, via, r, d, scope)}" for u, _, via, r, d in rows]
+    return states, [f"{refusal_line(u, via, r, d, scope)} (decided by an earlier run)" for u, _, via, r, d in rows]
