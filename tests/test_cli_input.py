@@ -10,6 +10,7 @@ import pytest
 from cli_support import courtly_logger_restored
 
 from courtly.cli import main
+from courtly.runtime.exits import Exit
 
 SEED = "http://127.0.0.1:9/"
 
@@ -61,4 +62,4 @@ def test_a_seeds_file_without_usable_urls_is_named(tmp_path, capsys, content, me
 def test_a_seeds_file_with_a_byte_order_mark_is_read(tmp_path, capsys):
     seeds = tmp_path / "seeds.txt"
     seeds.write_bytes("\ufeffhttp://127.0.0.1:9/\n".encode("utf-8"))   # was: bad scheme '\ufeffhttp'
-    assert main(["crawl", "--seeds-file", str(seeds), "--out", str(tmp_path / "crawl"), "--quiet"]) == 0
+    assert main(["crawl", "--seeds-file", str(seeds), "--out", str(tmp_path / "crawl"), "--quiet"]) == Exit.SEEDS_REFUSED

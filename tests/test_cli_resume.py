@@ -11,6 +11,7 @@ import pytest
 from cli_support import courtly_logger_restored
 
 from courtly.cli import main
+from courtly.runtime.exits import Exit
 
 SEED = "http://127.0.0.1:9/"
 
@@ -24,13 +25,13 @@ def test_a_resume_with_another_politeness_key_is_refused(tmp_path, capsys):
     out = tmp_path / "crawl"
     host = tmp_path / "host.toml"
     host.write_text('[crawl]\npoliteness_key = "host"\ncontact = "t@example.org"\n')
-    assert main(["crawl", SEED, "--out", str(out), "--quiet", "--contact", "t@example.org"]) == 0
+    assert main(["crawl", SEED, "--out", str(out), "--quiet", "--contact", "t@example.org"]) == Exit.SEEDS_REFUSED
     capsys.readouterr()
     assert main(["crawl", SEED, "--out", str(out), "--quiet", "--config", str(host)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "crawl.politeness_key = 'domain', not 'host'" in lines[0], lines
     assert lines[0].startswith("courtly: error:")
-    assert main(["crawl", SEED, "--out", str(out), "--quiet", "--contact", "t@example.org"]) == 0
+    assert main(["crawl", SEED, "--out", str(out), "--quiet", "--contact", "t@example.org"]) == Exit.SEEDS_REFUSED
     db = sqlite3.connect(str(out / "crawl.db"))
     assert db.execute("SELECT v FROM meta WHERE k = 'politeness_key'").fetchone() == ("domain",)
 

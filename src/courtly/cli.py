@@ -22,6 +22,9 @@
 Bad input (unknown config key, malformed seed, unwritable folder) ends with
 one line naming the problem and exit status 2, never a traceback, and never
 touches crawl state. Ctrl-C stops a crawl gracefully; the same command resumes.
+`courtly crawl` exits 0 finished, 3 every seed refused, 4 environment error
+(a full disk: one line, state saved), 130/143 stopped by a signal
+(runtime/exits; README "Exit statuses").
 
 Logs go to stderr through the `courtly` logger: human-readable lines by
 default (decisions, i.e. URLs not fetched, only with --verbose), or with
@@ -53,7 +56,9 @@ def _build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--verbose", action="store_true",
                       help="also log every decision (URL not fetched, with its reason) in text mode")
 
-    c = sub.add_parser("crawl", parents=[logs],
+    from courtly.runtime.exits import EXIT_HELP
+
+    c = sub.add_parser("crawl", parents=[logs], epilog=EXIT_HELP,
                        help="crawl from seed URLs (resumes when run again on the same --out)")
     c.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     c.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
@@ -159,7 +164,8 @@ def _crawl_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host "
                                                  f"(default: politeness.delay_s, else {d.politeness.delay_s:g})")
     c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
-                   help="also allow these non-public networks (e.g. 127.0.0.0/8); repeatable")
+                   help="also allow these non-public networks (e.g. 10.1.0.0/16; for courtly simweb, the "
+                        "allowed_networks of its manifest.json, as it prints); repeatable")
     c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
     c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent "
                                      "(default: crawl.contact, else none, with a warning)")
@@ -237,14 +243,17 @@ def leave(status: int | None) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "simweb":
-        from courtly.sim.command import main as simweb_main
+    if argv and argv[0] in ("simweb", "sim"):
+        try:
+            if argv[0] == "simweb":
+                from courtly.sim.command import main as simweb_main
 
-        return simweb_main(argv[1:])
-    if argv and argv[0] == "sim":
-        from courtly.sim.vsim_command import main as sim_main
+                return simweb_main(argv[1:])
+            from courtly.sim.vsim_command import main as sim_main
 
-        return sim_main(argv[1:])
+            return sim_main(argv[1:])
+        except BrokenPipeError:   # courtly simweb check LOG | head
+            return _reader_gone()
     parser = _build_parser()
     args = parser.parse_args(argv)
     _setup_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
@@ -295,12 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         print("courtly: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # the reader went away (courtly stats | head): not an error worth a traceback
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return _reader_gone()
     except _expected_errors() as e:
+        problem = _environment_problem(e)
+        if problem:
+            return _environment_exit(problem)
         if _JSON_LOGS:   # stderr stays one JSON object per line
             import logging
 
@@ -308,8 +316,37 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"courtly: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        problem = _environment_problem(e)
+        if not problem:
+            raise   # a bug: its traceback is the report
+        return _environment_exit(problem)
     parser.print_help()
     return 2
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (courtly stats | head): not an error
+    worth a traceback; stdout goes to /dev/null so the exit's flush is quiet."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _environment_problem(e: BaseException) -> str:
+    from courtly.runtime.exits import environment_problem
+
+    return environment_problem(e)
+
+
+def _environment_exit(problem: str) -> int:
+    """A full disk and its kin: one line, exit status 4 (runtime/exits)."""
+    from courtly.runtime.exits import Exit
+
+    _say(f"{problem}; the crawl state is saved: free space (or fix the file system) "
+         "and run the same command again to resume", "error")
+    return int(Exit.ENVIRONMENT)
 
 
 _JSON_LOGS = False
@@ -362,6 +399,8 @@ def _say(message: str, level: str = "info") -> None:
 
     if _JSON_LOGS:
         getattr(logging.getLogger("courtly"), level)(message)
+    elif level == "error":
+        print(f"courtly: error: {message}", file=sys.stderr)
     elif level == "warning":
         print(f"courtly: WARNING: {message}", file=sys.stderr)
     else:
@@ -385,10 +424,28 @@ def read_seeds(urls: list[str], seeds_file: str | None):
     return SeedList(urls, seeds_file).validate()
 
 
+_FLAG_OF_KEY = {"crawl.max_pages": "--max-pages", "crawl.duration_s": "--duration-s",
+               "crawl.user_agent": "--user-agent", "crawl.contact": "--contact", "politeness.delay_s": "--delay-s"}
+
+
 def config_from_args(args: argparse.Namespace):
-    from courtly.config import check_networks, load_config
+    """The config file's settings with the flags laid over them; a bad flag
+    value is an error naming the flag (the file's own errors name its keys)."""
+    from courtly.config import ConfigError, load_config
 
     cfg = load_config(args.config)
+    try:
+        return _flags_over(cfg, args)
+    except ConfigError as e:
+        message = str(e)
+        for key, flag in _FLAG_OF_KEY.items():
+            message = message.replace(key, flag)
+        raise ConfigError(message) from e
+
+
+def _flags_over(cfg, args: argparse.Namespace):
+    from courtly.config import check_networks
+
     crawl = {}
     if args.max_pages is not None:
         crawl["max_pages"] = args.max_pages
@@ -435,6 +492,9 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
             raise UsageError(f"no watch list in {out}: courtly watch add URL --out {out} (or give seeds)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
+    from courtly.shell.store.sqlite import refuse_foreign
+
+    refuse_foreign(out / "crawl.db")   # before anything is made or said: one line, exit 2
     with crawl_folder(out):
         for w in cfg.warnings():
             _say(w, "warning")
@@ -455,7 +515,29 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     )
     if stats.stopped_by:
         _say(f"stopped by {stats.stopped_by}, state saved: run the same command again to resume")
-    return 0
+    return _crawl_status(out, cfg, stats)
+
+
+def _crawl_status(out: Path, cfg, stats) -> int:
+    """The run's exit status (runtime/exits); when every seed was refused, say so."""
+    from courtly.runtime.exits import Exit, crawl_exit
+    from courtly.runtime.refusal import seed_outcome
+    from courtly.shell.store.sqlite import SqliteStore
+
+    states: dict[str, int] = {}
+    lines: list[str] = []
+    if not stats.stopped_by and not stats.fetched:   # only then can every seed have been refused
+        store = SqliteStore(out / "crawl.db")
+        try:
+            states, lines = seed_outcome(store, cfg.crawl.scope, stats.seeds_refused)
+        finally:
+            store.close()
+    status = crawl_exit(stats.stopped_by, stats.fetched, states)
+    if status is Exit.SEEDS_REFUSED:
+        for line in lines:
+            _say(line, "warning")
+        _say(f"nothing fetched: every seed was refused or failed (exit status {int(status)})", "warning")
+    return int(status)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

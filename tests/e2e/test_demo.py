@@ -24,6 +24,7 @@ def _demo(cwd, *extra: str) -> subprocess.CompletedProcess:
 def test_a_second_demo_run_resumes_on_the_same_urls(tmp_path):
     first = _demo(tmp_path, "--max-pages", "30")
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "seeds into crawl-demo/crawl/ (Ctrl-C stops" in first.stderr   # the crawl folder, not its parent
     port = (tmp_path / "crawl-demo" / "simweb" / "port").read_text()
     second = _demo(tmp_path, "--max-pages", "60")
     assert second.returncode == 0, second.stderr[-3000:]

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from courtly.runtime.exits import Exit
 from crawl_support import check, courtly_cmd, crawl_args, db_rows, kill_when, log_lines, run_courtly, write_config
 
 pytestmark = pytest.mark.slow
@@ -69,7 +70,7 @@ def test_ctrl_c_stops_gracefully_and_the_same_command_resumes(tmp_path, simweb_f
     assert proc.poll() is None, "crawl ended too early"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err.decode()[-2000:]
+    assert proc.returncode == Exit.SIGINT, err.decode()[-2000:]   # 130: stopped by a signal, resumable
     assert b"Traceback" not in err
     assert b"stopped by SIGINT, state saved: run the same command again to resume" in err, err[-2000:]
     queued = db_rows(out, "SELECT count(*) FROM urls WHERE state = 'queued'")[0][0]

@@ -90,6 +90,10 @@ class Admission:
         seen.note_false_positive()
         return False
 
+    def in_scope(self, host: str) -> bool:
+        """`host` is within crawl.scope of the seeds given so far."""
+        return self._in_scope(host)
+
     def _in_scope(self, host: str) -> bool:
         scope = self.c.cfg.crawl.scope
         if scope == "any" or not self._seed_hosts:

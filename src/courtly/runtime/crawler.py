@@ -97,6 +97,7 @@ class CrawlStats:
     status: dict[int, int] = field(default_factory=dict)
     by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
     stopped_by: str = ""         # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
+    seeds_refused: int = 0       # seed-stage decisions of this run (runtime/refusal)
 
 
 class Crawler(LeaseRequests):
@@ -157,6 +158,8 @@ class Crawler(LeaseRequests):
         # Observers (the status server): on_decision(url, key, reason, detail, at),
         # on_request(url, ip) and on_response(result). Read-only watchers.
         self.observers: list = []      # key -> not before (robots fetch pending)
+        # told of each seed-stage (depth 0) decision: url, via, reason, detail (runtime/refusal)
+        self.on_seed_refused = None
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
         self._key_locks: dict[str, asyncio.Lock] = {}
@@ -425,6 +428,8 @@ class Crawler(LeaseRequests):
         self.monitor.released(url, now)
         for o in self.observers:
             o.on_decision(url, key, reason, detail, now)
+        if depth == 0 and self.on_seed_refused is not None:
+            self.on_seed_refused(url, via, reason, detail)
         self.batch.decisions.append((url, key, via, now, state, str(reason), detail, depth))
 
     # ---- one lease ------------------------------------------------------------

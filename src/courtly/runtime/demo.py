@@ -77,6 +77,8 @@ def run_demo(args) -> int:
     sim_dir = out / "simweb"
     if args.hosts < 1:
         raise UsageError("--hosts must be at least 1")
+    if args.max_pages < 0:
+        raise UsageError(f"--max-pages must be >= 0 (0 = no limit), not {args.max_pages}")
     sim_args = ["--profile", "demo", "--seed", str(args.seed), "--hosts", str(args.hosts),
                 "--ips", str(min(args.hosts, 8))]
     # the crawl folder is locked before the simulated web starts: a second demo
@@ -95,7 +97,7 @@ def run_demo(args) -> int:
             cfg = cfg.replace("network", allow=allowed, hosts_file=str(web.hosts_file))
             for w in cfg.warnings():
                 print(f"courtly: WARNING: {w}", file=sys.stderr)
-            print(f"courtly demo: crawling {len(web.seeds)} seeds into {out}/ (Ctrl-C stops; run again to resume)",
+            print(f"courtly demo: crawling {len(web.seeds)} seeds into {out / 'crawl'}/ (Ctrl-C stops; run again to resume)",
                   file=sys.stderr)
             stats = run_async(crawl_with_progress(cfg, out / "crawl", web.seeds, Progress(enabled=not args.quiet)))
     elapsed = max(1e-9, time.time() - stats.started_at)

@@ -75,8 +75,9 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         flags = store.url_flags(rec["url"]) if rec else []
     finally:
         store.close()
+    fix = _fix(out, rec) if rec and rec["state"] in ("skipped", "failed") and rec["reason"] else ""
     if as_json:
-        return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches,
+        return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches, "fix": fix,
                            "via_chain": chain, "links_sample": children, "note": note,
                            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in flags]},
                           indent=2, default=str), rec is not None
@@ -89,6 +90,8 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         lines.append("never seen by this crawl (not linked from any fetched page, not a seed)")
         return "\n".join(lines), False
     lines.append(f"state      {rec['state']}" + (f" ({rec['reason']}: {rec['detail']})" if rec["reason"] else ""))
+    if fix:
+        lines.append(f"fix        {fix}")
     lines.append(f"host key   {rec['key'] or '-'}   depth {rec['depth']}   band {rec['band']}"
                  f"   attempts {rec['attempts']}")
     lines.append(f"discovered {_when(rec['discovered_at'])}" + (f" on {rec['via']}" if rec["via"] else " (seed)"))
@@ -102,7 +105,8 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
     for at, flag, detail in flags:
         what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
                 "soft404": "soft-404 (the error page of)",
-                "noindex": "noindex (kept in WARC, left out of text exports):"}.get(flag, flag)
+                "noindex": "noindex (kept in WARC, left out of text exports):",
+                "reconsidered": "queued again:"}.get(flag, flag)
         lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")
@@ -134,6 +138,17 @@ def dead_letters(out: Path, *, as_json: bool = False) -> str:
     if total > len(rows):
         lines.append(f"  ... and {total - len(rows)} more, not listed")
     return "\n".join(lines)
+
+
+def _fix(out: Path, rec: dict) -> str:
+    """What to do about a refusal (runtime/refusal), under the scope of the crawl's last run."""
+    from courtly.runtime.refusal import fix_for
+
+    try:
+        scope = json.loads((out / "config.json").read_text()).get("crawl", {}).get("scope", "any")
+    except (OSError, ValueError, AttributeError):
+        scope = "any"
+    return fix_for(rec["url"], rec["reason"], rec["detail"] or "", scope, seed_stage=rec["depth"] == 0)
 
 
 def stats(out: Path, *, as_json: bool = False) -> str:
@@ -231,11 +246,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         by_day = store.fetches_by_day()
         counts = store.counts()
         complaints = open_complaints(store)
-        now = time.time()
-        throttled = sorted(
-            ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
-             if h.get("backoff_until", 0) > now or h.get("backoff_reason")),
-        )
+        throttled = _throttled(store, time.time())
         delays = {k: h["delay_s"] for k, h in store.hosts().items() if "delay_s" in h}
     finally:
         store.close()
@@ -259,7 +270,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
                          f"{_age(t['age_p50_s']):>9} {_age(t['age_p90_s']):>9}")
     else:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
-    lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
+    lines.append(f"hosts throttled by politeness (answered 429/503, backed off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
     lines.append(f"open abuse complaints (their keys are slowed; courtly abuse --resolve ID): {len(complaints)}")
     lines += [line for r in complaints for line in complaint_lines(r)]
@@ -290,6 +301,32 @@ def _rendering(flags: dict[str, int]) -> dict[str, int]:
             "shells_parsed_raw_budget": flags.get("render_budget", 0),
             "renders_failed": flags.get("render_failed", 0),
             "subrequests_blocked": flags.get("render_blocked", 0)}
+
+
+def _throttled(store: SqliteStore, now: float) -> list[tuple[str, str]]:
+    """(key, what) of every key that answered 429 or 503 (the fetch log; `stats`
+    counts the same answers) or is backing off now: its answers by status, and
+    the back-off in force, if any. A key that has recovered is still listed."""
+    from courtly.core.urls import politeness_key, split_origin
+
+    mode = store.get_meta("politeness_key") or "domain"
+    answers: dict[str, dict[int, int]] = {}
+    for origin, status, n in store.throttle_answers():
+        try:
+            key = politeness_key(split_origin(origin).host, mode)
+        except ValueError:
+            key = origin
+        per = answers.setdefault(key, {})
+        per[status] = per.get(status, 0) + n
+    backing_off = {k: h.get("backoff_reason", "") for k, h in store.hosts().items()
+                   if h.get("backoff_until", 0) > now}
+    out = []
+    for key in sorted(set(answers) | set(backing_off)):
+        what = ", ".join(f"{st} x{n}" for st, n in sorted(answers.get(key, {}).items()))
+        if key in backing_off:
+            what += f"{'; ' if what else ''}backing off now ({backing_off[key] or 'back-off'})"
+        out.append((key, what))
+    return out
 
 
 def _day(day: int) -> str:

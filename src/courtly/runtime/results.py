@@ -129,6 +129,10 @@ class Results:
             first = c.budget.first_capture(item.url, digest, result.started_at, c.batch)
             if first is not None and c.takedowns.match(first.url):
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
+            elif first is not None and first.url == item.url and item.kind != "recrawl":
+                # its own capture by a run that stopped (kill -9, a full disk) after the
+                # digest was committed but before the page was: its links were never queued
+                first = None
         record_id = self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
         self.record_change(item, result, now, first=first)
         if c.monitor.owns(item.url):

@@ -55,6 +55,9 @@ class SeedList:
         """Check every seed once (one pass over the file). Raises UsageError."""
         n = 0
         for url, where in self._lines():
+            if any(c.isspace() for c in url):
+                raise UsageError(f"bad seed URL at {where}: {url[:200]!r} is not one URL (it holds white space; "
+                                 "one URL per line, a space inside a URL written %20)")
             try:
                 normalize_url(url)
             except UrlError as e:

@@ -54,6 +54,9 @@ class CrawlFolderError(Exception):
 @contextmanager
 def crawl_folder(out: Path) -> Iterator[Path]:
     """Create/lock the crawl folder; refuse a folder another crawl holds."""
+    if out.exists() and not out.is_dir():
+        raise CrawlFolderError(f"--out {out} is a file, not a folder: give the crawl folder "
+                               "(it is made when missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "warc").mkdir(exist_ok=True)
@@ -62,17 +65,7 @@ def crawl_folder(out: Path) -> Iterator[Path]:
         probe.unlink()
     except OSError as e:
         raise CrawlFolderError(f"cannot write to crawl folder {out}: {e.strerror}") from e
-    fh = open(out / "lock", "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        fh.seek(0)
-        holder = fh.read().strip()   # the pid the holder wrote
-        fh.close()
-        who = f" (pid {holder})" if holder.isdigit() else ""
-        raise CrawlFolderError(f"{out} is in use by another courtly crawl{who}: wait for it to end, "
-                               f"stop it with Ctrl-C{f' or kill -INT {holder}' if who else ''}, "
-                               "or use another --out") from e
+    fh = _lock_folder(out)
     try:
         fh.seek(0)
         fh.truncate()
@@ -80,8 +73,38 @@ def crawl_folder(out: Path) -> Iterator[Path]:
         fh.flush()
         yield out
     finally:
+        try:   # removed while held: a folder no crawl holds has no lock file
+            os.unlink(out / "lock")
+        except OSError:
+            pass
         fcntl.flock(fh, fcntl.LOCK_UN)
         fh.close()
+
+
+def _lock_folder(out: Path):
+    """The folder's `lock` file, flocked. A lock file whose holder is gone
+    (left by kill -9) is simply taken over. The holder removes the file
+    before it lets go, so a lock taken on a file that is no longer the one
+    at `lock` is taken again on the new one."""
+    for _ in range(8):
+        fh = open(out / "lock", "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            fh.seek(0)
+            holder = fh.read().strip()   # the pid the holder wrote
+            fh.close()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise CrawlFolderError(f"{out} is in use by another courtly crawl{who}: wait for it to end, "
+                                   f"stop it with Ctrl-C{f' or kill -INT {holder}' if who else ''}, "
+                                   "or use another --out") from e
+        try:
+            if os.stat(out / "lock").st_ino == os.fstat(fh.fileno()).st_ino:
+                return fh
+        except FileNotFoundError:
+            pass
+        fh.close()   # removed by the holder that was ending: lock the new one
+    raise CrawlFolderError(f"{out}: its lock file keeps changing; is another courtly starting there?")
 
 
 def same_politeness_key(store: SqliteStore, cfg: Config, out: Path) -> None:
@@ -259,7 +282,7 @@ async def run_crawl(
     install_signals: bool = True,
 ) -> CrawlStats:
     clock = SystemClock()
-    repair(out / "warc")
+    repair(out / "warc", clock.now())
     store = SqliteStore(out / "crawl.db")
     try:
         same_politeness_key(store, cfg, out)
@@ -280,10 +303,13 @@ async def run_crawl(
     try:
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
-            crawler.load()
+            from courtly.runtime import refusal
             from courtly.runtime.seeds import feed_seeds   # (seeds imports this module)
 
+            crawler.load()
+            crawler.on_seed_refused = refusal.SeedRefusals(cfg.crawl.scope, crawler.crawl_id, crawler.stats)
             await feed_seeds(crawler, seeds)
+            refusal.reconsider(crawler, refusal.settings_of(cfg, resolve_overrides(cfg)), clock.now())
             if on_start is not None:
                 on_start(crawler)
             if on_started is not None:
@@ -306,8 +332,10 @@ async def run_crawl(
             monitor[0].close()
         await fetcher.close()
         await extractor.close()
-        warc.close()
-        store.close()
+        try:
+            warc.close()
+        finally:   # a full disk can fail the WARC file's last flush: the store still closes
+            store.close()
 
 
 def _attach_monitor(crawler: Crawler, out: Path, clock):

@@ -411,12 +411,14 @@ class WarcWriter:
     def close(self) -> None:
         """Finish the current file (index + rename). Idempotent."""
         with self._lock:
-            if self._file is not None:
-                self._finish(self._file)
-                self._file = None
-            if not self._closed:
-                release_writer_lock(self._live)
-            self._closed = True
+            try:
+                if self._file is not None:
+                    self._finish(self._file)
+                    self._file = None
+            finally:   # a file that cannot be finished (a full disk) is repaired by the next run
+                if not self._closed:
+                    release_writer_lock(self._live)
+                self._closed = True
 
     def __enter__(self) -> WarcWriter:
         return self

@@ -237,7 +237,41 @@ def hold_writer_lock(folder: Path, writer: str):
         return None
     fh = open(Path(folder) / f"{LOCK_PREFIX}{writer}", "a+b")  # noqa: SIM115
     fcntl.flock(fh.fileno(), fcntl.LOCK_EX)   # its own, fresh name: never waits
+    fh.write(str(os.getpid()).encode())       # written under the lock: see remove_stale_writer_locks
+    fh.flush()
     return fh
+
+
+STALE_LOCK_AGE_S = 60.0   # an empty lock file no one holds is this old before it is removed
+
+
+def remove_stale_writer_locks(folder: Path, now: float | None) -> int:
+    """Remove the ``.writer-*`` lock files no live writer holds (left by a
+    writer that was killed). A file is stale when its lock is free and it
+    holds a pid (written only under the lock, so its writer has let go) or
+    it is empty and older than STALE_LOCK_AGE_S at `now` (an empty one may
+    belong to a writer between its open and its flock; None: empty ones
+    stay). Returns how many."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return 0
+    removed = 0
+    for path in sorted(Path(folder).glob(f"{LOCK_PREFIX}*")):
+        try:
+            fh = open(path, "rb")  # noqa: SIM115
+        except OSError:
+            continue
+        with fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue   # held: a live writer
+            try:
+                if fh.read(32) or (now is not None and os.fstat(fh.fileno()).st_mtime < now - STALE_LOCK_AGE_S):
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def release_writer_lock(fh) -> None:
@@ -268,10 +302,11 @@ def _writer_alive(folder: Path, open_name: str) -> bool:
         return False
 
 
-def repair(folder: Path) -> list[Path]:
+def repair(folder: Path, now: float | None = None) -> list[Path]:
     """Finish what a crash left: every ``*.warc.gz.open`` is cut after its
     last complete record, indexed and renamed; a ``.warc.gz`` without its
-    ``.cdxj`` gets one. Returns the repaired ``.warc.gz`` paths. The
+    ``.cdxj`` gets one; stale writer locks are removed
+    (`remove_stale_writer_locks` at `now`). Returns the repaired ``.warc.gz`` paths. The
     ``.open`` files of writers still alive (in this or another process:
     their lock, `hold_writer_lock`) are left alone, so workers sharing a
     folder may each run it at start-up."""
@@ -295,6 +330,7 @@ def repair(folder: Path) -> list[Path]:
             repaired.append(path)
     if repaired:
         fsync_dir(folder)
+    remove_stale_writer_locks(folder, now)
     return sorted(repaired)
 
 

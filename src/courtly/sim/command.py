@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from courtly.sim.webconfig import BEHAVIOURS, HOSTILE_BODIES, PROFILES, ROBOTS_VARIANTS, profile_config
 
-__all__ = ["main"]
+__all__ = ["main", "crawl_hint"]
 
 
 def _epilog() -> str:
@@ -50,6 +50,20 @@ def _epilog() -> str:
         "\nfiles in --out: hosts.json manifest.json seeds.txt requests.jsonl ready.json"
     )
     return "\n".join(out)
+
+
+def crawl_hint(out: Path | None, allowed_networks: list[str]) -> str:
+    """How to crawl this web and check the crawl: its seeds and hosts map, and
+    only its own networks allowed (127.0.0.1, the SSRF bait, stays forbidden,
+    so 127.0.0.0/8 would fail `check`)."""
+    if out is None:
+        return "simweb: give --out DIR to write the seeds, hosts map and request log a crawl needs"
+    allow = " ".join(f"--allow-network {net}" for net in allowed_networks)
+    return (f"simweb: crawl it with\n"
+            f"  courtly crawl --seeds-file {out / 'seeds.txt'} --hosts-file {out / 'hosts.json'} {allow} "
+            f"--contact you@example.org --out crawl-simweb\n"
+            f"simweb: then check the crawl from the servers' side (while this runs, or after)\n"
+            f"  courtly simweb check {out / 'requests.jsonl'}")
 
 
 def _serve_parser() -> argparse.ArgumentParser:
@@ -170,6 +184,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 "seeds": str(out / "seeds.txt"), "log": str(log_path) if log_path else None})
         print(f"simweb: {len(srv.web.hosts)} hosts on {len(srv.web.ips)} IPs, port {srv.port}, "
               f"profile {config.profile}, seed {config.seed}" + (f", out {out}" if out else ""), flush=True)
+        print(crawl_hint(out, srv.manifest["allowed_networks"]), flush=True)
         try:
             await asyncio.wait_for(stop.wait(), timeout=args.duration_s)
         except asyncio.TimeoutError:

@@ -23,9 +23,24 @@ from courtly.sim.virtual import SimParams
 __all__ = ["main", "parser", "render"]
 
 
+COLUMNS = """columns of the table (one row per policy: courtly, uniform, optimal):
+  policy      courtly = its recrawl scheduler; uniform = every page at the same interval;
+              optimal = the best allocation for the true change rates (same budget and tier bounds)
+  F_w         freshness weighted by page importance: the time-averaged share of pages whose
+              copy equals the live page, each page counted by its importance (higher is better)
+  F           the same, every page counted once
+  age_h       mean age in hours: how long a stale copy has been out of date, averaged over
+              time and pages (a fresh copy has age 0; lower is better)
+  /opt        F_w divided by optimal's F_w (1.000 = as good as the optimum)
+  fetch/day   fetches per virtual day (the budget, less what politeness and failures left unused)
+  F_w tN, age_h   the same two figures within importance tier N (t0 = the most important pages)
+the figures leave out the first --warmup-days."""
+
+
 def parser() -> argparse.ArgumentParser:
     d = SimParams()
-    ap = argparse.ArgumentParser(prog="courtly sim", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="courtly sim", description=__doc__.split("\n\n")[0], epilog=COLUMNS,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=d.seed, help="the model web's seed (default: %(default)s)")
     ap.add_argument("--days", type=float, default=d.days, help="virtual days to crawl (default: %(default)g)")
     ap.add_argument("--pages", type=int, default=d.pages, help="pages of the model web (default: %(default)s)")

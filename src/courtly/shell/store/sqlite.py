@@ -33,7 +33,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION"]
+__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION", "refuse_foreign"]
 
 from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of work)
 
@@ -94,7 +94,7 @@ CREATE INDEX IF NOT EXISTS fetches_url ON fetches(url);
 CREATE TABLE IF NOT EXISTS hosts (key TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (origin TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (url TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404 | noindex, per fetch
+CREATE TABLE IF NOT EXISTS flags (              -- exact_dup | near_dup | soft404 | noindex, per fetch; reconsidered (runtime/refusal)
     url TEXT NOT NULL, at REAL NOT NULL, flag TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS flags_url ON flags(url);
 -- first capture of each payload (exact dedup), in the order captured: read
@@ -148,10 +148,48 @@ def connect_wal(path: Path) -> sqlite3.Connection:
     return db
 
 
+# Tables a courtly crawl.db has, by columns that tell them from another
+# program's tables of the same name (a browser's history has `urls` and `meta`
+# too); one is enough, so folders of every schema shape are recognised.
+_OWN_COLUMNS = {"urls": {"url", "key", "state", "via", "depth"}, "meta": {"k", "v"},
+                "digests": {"digest", "url", "record_id"},
+                "watches": {"id", "url", "spec", "paused", "removed"}}   # `courtly watch add` before a crawl
+
+
+def refuse_foreign(path: Path) -> None:
+    """Raise StoreError unless `path` is absent or a courtly crawl database:
+    an empty file (0 bytes) or someone else's SQLite database would otherwise
+    become a new crawl, written beside an older crawl's WARC files or into
+    another program's tables. Reads only."""
+    try:
+        size = path.stat().st_size
+    except OSError:   # absent, or under a file: opening it says what is wrong
+        return
+    if size == 0:
+        raise StoreError(f"{path} is empty (0 bytes), not a courtly crawl database: move it away, "
+                         "or use another --out")
+    try:
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)   # as_uri: %-escapes "?", "#"
+        try:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            ours = any(wanted <= {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                       for table, wanted in _OWN_COLUMNS.items())
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a courtly crawl database (not SQLite: {e}): move it away, "
+                         "or use another --out") from e
+    if tables and not ours:
+        raise StoreError(f"{path} is an SQLite database of another program (tables "
+                         f"{', '.join(sorted(tables)[:5])}), not a courtly crawl: use another --out")
+
+
 class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            refuse_foreign(self.path)
             self._db = connect_wal(self.path)
             self._db.execute("PRAGMA cache_size=-65536")
             self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
@@ -313,6 +351,33 @@ class SqliteStore:
         n = self._db.execute(sql, args).rowcount
         self._db.execute("COMMIT")
         return n
+
+    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[tuple]:
+        """(url, key, via, reason, detail) of seed-stage URLs (depth 0: seeds and
+        their redirect hops) skipped for one of `reasons` (runtime/refusal)."""
+        marks = ", ".join("?" * len(reasons))
+        return self._db.execute(
+            f"SELECT url, key, via, reason, coalesce(detail, '') FROM urls WHERE depth = 0"
+            f" AND state = 'skipped' AND reason IN ({marks}) LIMIT ?", (*reasons, limit)).fetchall()
+
+    def requeue(self, rows: list[tuple[str, str]]) -> int:
+        """Queue again skipped URLs, given as (key, url) (seed band). How many."""
+        self._db.execute("BEGIN")
+        n = self._db.executemany("UPDATE urls SET state='queued', key=?, band=1, reason=NULL, detail=NULL"
+                                 " WHERE url = ? AND state = 'skipped'", rows).rowcount
+        self._db.execute("COMMIT")
+        return n
+
+    def throttle_answers(self) -> list[tuple[str, int, int]]:
+        """(origin, status, count) of the 429 and 503 answers in the fetch log
+        (pages and robots.txt), per origin (`scheme://host[:port]/`)."""
+        return self._db.execute(
+            "SELECT substr(url, 1, 8 + instr(substr(url, 9), '/')) AS origin, status, count(*) FROM fetches"
+            " WHERE status IN (429, 503) GROUP BY origin, status ORDER BY origin, status").fetchall()
+
+    def seed_states(self) -> dict[str, int]:
+        """Seed-stage URLs (depth 0) by state: fetched, queued, skipped, failed."""
+        return dict(self._db.execute("SELECT state, count(*) FROM urls WHERE depth = 0 GROUP BY state").fetchall())
 
     def get_meta(self, k: str) -> str | None:
         row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()
