@@ -8,6 +8,9 @@
                                   a takedown (works while the crawl runs)
     courtly export warc|cdxj|text --out DIR --to PATH
                                   WARC files, CDXJ index or main text, without purged content
+    courtly hosts --out DIR       every host key: state, delay, fetched, denied by reason, errors, trap
+    courtly urls --out DIR [--reason R] [--host H] [--state S]   URL records, filtered and paged
+    courtly serve --out DIR       the status page of a finished or running crawl, from its folder
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
@@ -109,6 +112,7 @@ def _build_parser() -> argparse.ArgumentParser:
                                                "(an existing file is replaced; so are same-named files in the folder)")
     x.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    _view_commands(sub)
     _distributed_commands(sub, logs)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
@@ -145,6 +149,61 @@ def _crawl_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"],
                    help="which links to follow: any host, the seeds' registered domains, or the seeds' "
                         f"hosts (default: crawl.scope, else {d.crawl.scope})")
+
+
+def _view_commands(sub) -> None:
+    """`hosts`, `urls` and `serve`: a crawl folder read back, read-only (they work while it runs)."""
+    from courtly.runtime.crawlview import LIMIT_MAX, STATES
+    from courtly.runtime.listing import HOST_SORTS
+
+    h = sub.add_parser("hosts", help="every host key: state, delay, fetched, queued, errors, denied by reason, "
+                                     "robots.txt and trap status")
+    h.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    h.add_argument("--sort", default="key", choices=list(HOST_SORTS),
+                   help="order (counts and delay: largest first; default: key)")
+    h.add_argument("--limit", type=int, default=0, help="show at most N hosts (default: 0 = all)")
+    h.add_argument("--json", action="store_true", help="print JSON instead of text")
+    u = sub.add_parser("urls", help="URL records filtered by skip reason, host and state, in discovery order")
+    u.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    u.add_argument("--reason", help="only URLs skipped for this reason (robots, trap, dns, ...; default: any)")
+    u.add_argument("--host", help="only URLs of this host's politeness key (default: any)")
+    u.add_argument("--state", choices=list(STATES), help="only URLs in this state (default: any)")
+    u.add_argument("--limit", type=int, default=100, help=f"at most N URLs, 1..{LIMIT_MAX} (default: 100)")
+    u.add_argument("--offset", type=int, default=0, help="skip the first N matching URLs (default: 0)")
+    u.add_argument("--json", action="store_true", help="print JSON instead of text")
+    v = sub.add_parser("serve", help="serve the status page of a finished or running crawl from its folder")
+    v.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    v.add_argument("--listen", default="127.0.0.1:8089", metavar="HOST:PORT",
+                   help="where to serve (default: 127.0.0.1:8089; port 0 picks a free one)")
+    v.add_argument("--replay", action="store_true",
+                   help="also start pywb (from $COURTLY_PYWB_VENV, else .cache/pywb-venv) on the crawl's WARC "
+                        "files and link captures to it (default: link the raw archived record)")
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from courtly.runtime.crawlview import CrawlViewError
+    from courtly.runtime.wiring import UsageError
+    from courtly.shell.pywb import PywbError
+
+    out = Path(args.out)
+    try:
+        if args.command == "hosts":
+            from courtly.runtime.listing import hosts_text
+
+            print(hosts_text(out, sort=args.sort, limit=args.limit, as_json=args.json))
+        elif args.command == "urls":
+            from courtly.runtime.listing import urls_text
+
+            print(urls_text(out, state=args.state, reason=args.reason, host=args.host, offset=args.offset,
+                            limit=args.limit, as_json=args.json))
+        else:
+            from courtly.runtime.serve import serve
+
+            listen = _parse_status(args.listen)
+            return serve(out, listen, replay=args.replay, say=_say)
+    except (CrawlViewError, PywbError, ValueError) as e:
+        raise UsageError(str(e)) from e
+    return 0
 
 
 def _distributed_commands(sub, logs) -> None:
@@ -239,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_purge(args)
         if args.command == "export":
             return _cmd_export(args)
+        if args.command in ("hosts", "urls", "serve"):
+            return _cmd_view(args)
         if args.command == "worker":
             return _cmd_worker(args)
         if args.command == "submit":

@@ -48,37 +48,46 @@ def _open_suspects(out: Path) -> int:
     return len(TrapGuard.restore(json.loads(raw), TrapConfig(), random.Random(0)).suspects())
 
 
-def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
-    """(text, found) for a URL: discovered from where, fetched when, status, or why not."""
+def explain_data(reader, url: str) -> dict:
+    """A URL's history from `reader` (a `SqliteStore` or a read-only
+    `CrawlView`): url, normalized, record, fetches, via_chain, links_sample,
+    note, flags, found."""
     from courtly.core.urls import UrlError, normalize_url
 
+    try:
+        norm = normalize_url(url)
+    except UrlError as e:
+        norm = url
+        note = f"not a crawlable URL ({e.reason}): {e}"
+    else:
+        note = ""
+    rec = reader.url_record(norm) or (reader.url_record(url) if norm != url else None)
+    chain = []
+    if rec:
+        via = rec["via"]
+        while via and len(chain) < 20:
+            chain.append(via)
+            parent = reader.url_record(via)
+            via = parent["via"] if parent else ""
+    return {"url": url, "normalized": norm, "record": rec,
+            "fetches": reader.url_fetches(rec["url"]) if rec else [], "via_chain": chain,
+            "links_sample": reader.linked_from(rec["url"]) if rec else [], "note": note,
+            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in (reader.url_flags(rec["url"]) if rec else [])],
+            "found": rec is not None}
+
+
+def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
+    """(text, found) for a URL: discovered from where, fetched when, status, or why not."""
     store = _open(out)
     try:
-        try:
-            norm = normalize_url(url)
-        except UrlError as e:
-            norm = url
-            note = f"not a crawlable URL ({e.reason}): {e}"
-        else:
-            note = ""
-        rec = store.url_record(norm) or (store.url_record(url) if norm != url else None)
-        fetches = store.url_fetches(rec["url"]) if rec else []
-        chain = []
-        if rec:
-            via = rec["via"]
-            while via and len(chain) < 20:
-                chain.append(via)
-                parent = store.url_record(via)
-                via = parent["via"] if parent else ""
-        children = store.linked_from(rec["url"]) if rec else []
-        flags = store.url_flags(rec["url"]) if rec else []
+        d = explain_data(store, url)
     finally:
         store.close()
     if as_json:
-        return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches,
-                           "via_chain": chain, "links_sample": children, "note": note,
-                           "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in flags]},
-                          indent=2, default=str), rec is not None
+        return json.dumps({k: v for k, v in d.items() if k != "found"}, indent=2, default=str), d["found"]
+    norm, note, rec, fetches, chain = d["normalized"], d["note"], d["record"], d["fetches"], d["via_chain"]
+    children = d["links_sample"]
+    flags = [(f["at"], f["flag"], f["detail"]) for f in d["flags"]]
     lines = [f"URL        {url}"]
     if norm != url:
         lines.append(f"normalized {norm}")

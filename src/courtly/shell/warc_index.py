@@ -50,6 +50,7 @@ __all__ = [
     "fsync_dir",
     "index_warc",
     "iter_records",
+    "read_record",
     "repair",
     "status_and_mime",
     "write_cdxj",
@@ -369,19 +370,42 @@ def iter_records(path: Path, *, check_digests: bool = True) -> Iterator[StoredRe
     with open(path, "rb") as fh:
         it = ArchiveIterator(fh, check_digests=check_digests)
         for record in it:
-            payload = record.raw_stream.read()
-            if check_digests and record.digest_checker.passed is False:
-                raise ValueError(f"digest mismatch: {list(record.digest_checker.problems)}")
-            http = record.http_headers
-            yield StoredRecord(
-                rec_type=record.rec_type,
-                offset=it.get_record_offset(),
-                length=it.get_record_length() or 0,
-                warc_headers=dict(record.rec_headers.headers),
-                http_status=http.get_statuscode() if http and record.rec_type != "request" else None,
-                http_headers=list(http.headers) if http else [],
-                payload=payload,
-            )
+            yield _stored(record, it, check_digests)
+
+
+def read_record(path: Path, offset: int) -> StoredRecord | None:
+    """The one record at `offset` of a WARC file (digests checked), or None
+    when no record starts there."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        it = ArchiveIterator(fh, check_digests=True)
+        try:
+            for record in it:
+                rec = _stored(record, it, True)
+                return StoredRecord(rec.rec_type, offset, rec.length, rec.warc_headers, rec.http_status,
+                                    rec.http_headers, rec.payload)
+        except (ArchiveLoadFailed, OSError, EOFError, zlib.error):
+            return None
+    return None
+
+
+def _stored(record, it, check_digests: bool) -> StoredRecord:
+    payload = record.raw_stream.read()
+    if check_digests and record.digest_checker.passed is False:
+        raise ValueError(f"digest mismatch: {list(record.digest_checker.problems)}")
+    http = record.http_headers
+    return StoredRecord(
+        rec_type=record.rec_type,
+        offset=it.get_record_offset(),
+        length=it.get_record_length() or 0,
+        warc_headers=dict(record.rec_headers.headers),
+        http_status=http.get_statuscode() if http and record.rec_type != "request" else None,
+        http_headers=list(http.headers) if http else [],
+        payload=payload,
+    )
 
 
 # ---------------------------------------------------------------- small parts
