@@ -85,6 +85,7 @@ class FolderSource:
         started = v.meta("started")
         return {
             "started_at": float(started) if started else totals["first_at"],
+            "last_request_at": totals["last_at"],
             "fetches": {"page": totals["by_kind"].get("page", 0), "robots": totals["by_kind"].get("robots", 0)},
             "http_responses": totals["statuses"],
             "bytes_fetched": totals["bytes"],

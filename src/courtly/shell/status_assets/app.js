@@ -235,7 +235,9 @@
       snapshots += 1;
       document.body.dataset.snapshots = String(snapshots);
       setConn(true, (document.body.dataset.mode === "folder" ? "crawl folder · " : "live · ") + clock(s.now));
-      $("#uptime").textContent = s.started_at ? "running " + fmt.secs(Math.max(0, s.now - s.started_at)) : "not started";
+      $("#uptime").textContent = document.body.dataset.mode === "folder"
+        ? (s.last_request_at ? "last request " + when(s.last_request_at) : "no request yet")
+        : s.started_at ? "running " + fmt.secs(Math.max(0, s.now - s.started_at)) : "not started";
     } catch (e) {
       setConn(false, "disconnected");
     }
