@@ -111,6 +111,9 @@ def _build_parser() -> argparse.ArgumentParser:
     x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise "
                                                "(an existing file is replaced; so are same-named files in the folder)")
     x.add_argument("--json", action="store_true", help="print JSON instead of text")
+    x.add_argument("--allow-partial", action="store_true",
+                   help="exit 0 when a WARC file is damaged (cut short or corrupt) and could be read only in part; "
+                        "each is still named on stderr (default: exit status 5)")
 
     _view_commands(sub)
     _distributed_commands(sub, logs)
@@ -583,13 +586,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from courtly.runtime.wiring import UsageError
 
     try:
-        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json)
+        text, damaged = export(Path(args.out), args.kind, Path(args.to), as_json=args.json)
     except ValueError as e:
         raise UsageError(str(e)) from e
     except OSError as e:
         raise UsageError(f"cannot export to {args.to}: {e.strerror or e}") from e
     print(text)
+    for warning in damaged:
+        _say(warning, "warning")
+    if damaged and not args.allow_partial:
+        _say(f"export incomplete: {len(damaged)} damaged WARC file(s) (exit status {EXIT_EXPORT_PARTIAL}; "
+             "--allow-partial accepts what could be read)", "warning")
+        return EXIT_EXPORT_PARTIAL
     return 0
+
+
+EXIT_EXPORT_PARTIAL = 5   # README: exit statuses of `courtly export`
 
 
 def _cmd_review(args: argparse.Namespace) -> int:

@@ -350,8 +350,9 @@ def rewrite_purged_originals(out: Path) -> str:
                if report.open_files_skipped else ""))
 
 
-def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
-    """`courtly export warc|cdxj|text`: never emits purged content."""
+def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> tuple[str, list[str]]:
+    """`courtly export warc|cdxj|text`: never emits purged content. Returns
+    the summary and one warning per WARC file that could be read only in part."""
     from courtly.shell import export as ex
 
     store = _open(out)
@@ -371,12 +372,16 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> str:
         report = ex.export_text(warc_dir, plist, to, decoded_bytes_max=decoded_max, decode_ratio_max=ratio_max)
     else:
         raise ValueError(f"export kind must be warc, cdxj or text, not {kind!r}")
+    warnings = [d.message() for d in report.damaged]
     if as_json:
         return json.dumps({"kind": kind, "purges": len(plist), "files_in": report.files_in,
                            "files_out": report.files_out, "records_kept": report.records_kept,
                            "records_dropped": report.records_dropped, "lines": report.lines,
-                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs})
-    return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)")
+                           "open_files_skipped": report.open_files_skipped, "outputs": report.outputs,
+                           "damaged": [{"file": d.file, "records_read": d.records_read,
+                                        "intact_bytes": d.intact_bytes, "size": d.size, "detail": d.detail}
+                                       for d in report.damaged]}), warnings
+    return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)"), warnings
 
 
 CRAWL_FILES = ("crawl.db", "crawl.db-wal", "crawl.db-shm", "config.json", "lock")

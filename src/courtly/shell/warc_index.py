@@ -49,6 +49,7 @@ __all__ = [
     "cdxj_path",
     "fsync_dir",
     "index_warc",
+    "intact_end",
     "iter_records",
     "read_record",
     "repair",
@@ -299,21 +300,29 @@ def repair(folder: Path) -> list[Path]:
     return sorted(repaired)
 
 
-def _complete_prefix_bytes(path: Path) -> int:
-    end = 0
+def intact_end(path: Path, start: int = 0) -> int:
+    """Where the run of complete gzip members, each one whole WARC record,
+    that starts at byte `start` ends (the file's size when nothing is cut)."""
+    return _complete_prefix_bytes(path, start)
+
+
+def _complete_prefix_bytes(path: Path, start: int = 0) -> int:
+    end = start
     with open(path, "rb") as fh:
-        for offset, length, data in _scan_members(fh):
+        fh.seek(start)
+        for offset, length, data in _scan_members(fh, start):
             if offset != end or _parse_record(data) is None:
                 break
             end = offset + length
     return end
 
 
-def _scan_members(fh: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
-    """Yield (offset, length, decompressed bytes) per complete gzip member;
-    stop silently at the first truncated or corrupt member."""
+def _scan_members(fh: BinaryIO, at: int = 0) -> Iterator[tuple[int, int, bytes]]:
+    """Yield (offset, length, decompressed bytes) per complete gzip member from
+    `fh`'s position (file offset `at`); stop silently at the first truncated
+    or corrupt member."""
     buf = b""  # bytes read from the file, not yet decompressed
-    buf_at = 0  # file offset of buf[0]
+    buf_at = at  # file offset of buf[0]
     while True:
         buf = buf or fh.read(_SCAN_CHUNK_BYTES)
         if not buf:
