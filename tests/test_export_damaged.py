@@ -18,6 +18,7 @@ from courtly.shell.warc import WarcWriter
 from courtly.shell.warc_index import iter_records
 
 PAGES = 8
+pytestmark = pytest.mark.warcio_unreadable("the crawl's own file is damaged on purpose (the exports are checked)")
 REQUEST = b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"
 
 

@@ -1,0 +1,28 @@
+"""Suite-wide: every closed WARC file a passing test leaves in its tmp_path is
+checked with warcio from the project's environment (tests/warc_support.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from warc_support import check_warcs, closed_warcs
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "warcio_unreadable(why): the test's WARC files are not given to warcio "
+                                       "check, for the reason given (damaged on purpose; a br-coded response)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.courtly_call_passed = report.passed
+
+
+@pytest.fixture(autouse=True)
+def _warc_files_pass_warcio(request, tmp_path):
+    yield
+    if getattr(request.node, "courtly_call_passed", False) and not request.node.get_closest_marker("warcio_unreadable"):
+        check_warcs(closed_warcs(tmp_path))
