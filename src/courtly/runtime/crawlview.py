@@ -23,6 +23,10 @@ How it works:
   crawl (pages, robots.txt, errors, bytes, 4xx and 5xx), so a chart opened
   after the crawl shows all of it.
 - ``explain(url)`` is `runtime.report.explain_data` on this connection.
+- ``url_page``, ``capture_file`` and ``timeline_of`` open a view of their
+  own for one call: what `courtly serve` and the live status page (which
+  runs them in a thread) both answer `/api/urls`, `/capture` and
+  `/api/timeline` with; ``replay_link`` is the link a capture gets.
 
 Rules: nothing here writes; every list is bounded (``LIMIT_MAX`` rows per
 call, ``BUCKETS_MAX`` buckets); aggregates over the whole store are full scans
@@ -36,13 +40,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from courtly.core.sitekey import politeness_key
 from courtly.core.urls import split_origin
 
-__all__ = ["CrawlView", "CrawlViewError", "HostRow", "UrlRow", "STATES", "LIMIT_MAX", "BUCKETS_MAX"]
+__all__ = ["CrawlView", "CrawlViewError", "HostRow", "UrlRow", "STATES", "LIMIT_MAX", "BUCKETS_MAX",
+           "replay_link", "url_page", "capture_file", "timeline_of"]
 
 STATES = ("queued", "fetched", "skipped", "failed")
 LIMIT_MAX = 1000
@@ -349,6 +356,53 @@ class CrawlView:
         cur = self._db.execute("SELECT * FROM fetches WHERE url = ? AND warc = ? LIMIT 1", (url, warc))
         row = cur.fetchone()
         return dict(zip([d[0] for d in cur.description], row)) if row else None
+
+
+def replay_link(url: str, warc: str, at: float | None, pywb_base: str | None = None) -> str:
+    """The link that replays a capture: pywb's page for it, or the status
+    server's `/capture` of its record ("" when there is no record)."""
+    if not warc:
+        return ""
+    if pywb_base:
+        stamp = datetime.fromtimestamp(at or 0, timezone.utc).strftime("%Y%m%d%H%M%S")
+        return f"{pywb_base}/{stamp}/{url}"
+    return f"capture?url={quote(url, safe='')}&warc={quote(warc, safe='')}"
+
+
+def url_page(out: Path, *, state: str | None, reason: str | None, host: str | None, offset: int, limit: int,
+             pywb_base: str | None = None) -> tuple[int, list[dict]]:
+    """One page of `CrawlView.urls` as dicts, each with its replay link (a
+    connection of its own: callers run it in a thread beside a live crawl)."""
+    with CrawlView(out) as view:
+        total, rows = view.urls(state=state, reason=reason, host=host, offset=offset, limit=limit)
+    out_rows = []
+    for r in rows:
+        d = asdict(r)
+        d["replay"] = replay_link(r.url, r.warc, r.captured_at, pywb_base)
+        out_rows.append(d)
+    return total, out_rows
+
+
+def capture_file(out: Path, url: str, warc: str) -> tuple[Path, int] | None:
+    """(WARC file, offset) of `url`'s capture at `warc` ("file:offset") when the
+    fetch log names it, else None; the file a crawl is still writing is used
+    as it is (its records are flushed before they are logged)."""
+    name, sep, offset = warc.rpartition(":")
+    if not sep or not offset.isdigit() or "/" in name or name.startswith("."):
+        return None
+    with CrawlView(out) as view:
+        if view.capture(url, warc) is None:
+            return None
+    folder = Path(out) / "warc"
+    path = folder / name
+    if not path.exists() and (folder / (name + ".open")).exists():
+        path = folder / (name + ".open")
+    return path, int(offset)
+
+
+def timeline_of(out: Path, buckets: int) -> dict:
+    with CrawlView(out) as view:
+        return view.timeline(buckets)
 
 
 def _host_state(suspect: bool, backing: bool, queued: int, next_at: float | None, now: float) -> str:

@@ -28,9 +28,8 @@ import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import quote
 
-from courtly.runtime.crawlview import CrawlView, HostRow
+from courtly.runtime.crawlview import CrawlView, HostRow, capture_file, replay_link, url_page
 from courtly.runtime.observe import LATENCY_BUCKETS_S, page_rows
 
 __all__ = ["FolderSource", "serve", "REFRESH_S"]
@@ -124,46 +123,25 @@ class FolderSource:
     def explain(self, url: str) -> dict:
         d = self.view.explain(url)
         for f in d["fetches"]:
-            f["replay"] = self.replay_link(f["url"], f["warc"], f["at"]) if f["kind"] == "page" else ""
+            f["replay"] = replay_link(f["url"], f["warc"], f["at"], self.replay_base) if f["kind"] == "page" else ""
         return d
 
     # ---- the views a folder adds -----------------------------------------------
 
     def info(self) -> dict:
-        return {"mode": "folder", "out": str(self.out), "replay": "pywb" if self.replay_base else "record"}
+        return {"mode": "folder", "out": str(self.out), "replay": "pywb" if self.replay_base else "record",
+                "views": ["urls", "timeline", "capture"]}
 
     def urls(self, *, state: str | None, reason: str | None, host: str | None, offset: int,
              limit: int) -> tuple[int, list[dict]]:
-        total, rows = self.view.urls(state=state, reason=reason, host=host, offset=offset, limit=limit)
-        out = []
-        for r in rows:
-            d = {f: getattr(r, f) for f in r.__slots__}
-            d["replay"] = self.replay_link(r.url, r.warc, r.captured_at) if r.warc else ""
-            out.append(d)
-        return total, out
+        return url_page(self.out, state=state, reason=reason, host=host, offset=offset, limit=limit,
+                        pywb_base=self.replay_base)
 
     def timeline(self, buckets: int) -> dict:
-        return self.view.timeline(buckets)
+        return self._cached(f"timeline-{buckets}", lambda: self.view.timeline(buckets))
 
     def capture(self, url: str, warc: str) -> tuple[Path, int] | None:
-        """(WARC file, offset) of a capture the fetch log names, else None."""
-        name, sep, offset = warc.rpartition(":")
-        if not sep or not offset.isdigit() or "/" in name or name.startswith("."):
-            return None
-        if self.view.capture(url, warc) is None:
-            return None
-        path = self.out / "warc" / name
-        if not path.exists() and (self.out / "warc" / (name + ".open")).exists():
-            path = self.out / "warc" / (name + ".open")   # the file the crawl is writing (records are flushed)
-        return path, int(offset)
-
-    def replay_link(self, url: str, warc: str, at: float | None) -> str:
-        if not warc:
-            return ""
-        if self.replay_base:
-            stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(at or 0))
-            return f"{self.replay_base}/{stamp}/{url}"
-        return f"capture?url={quote(url, safe='')}&warc={quote(warc, safe='')}"
+        return capture_file(self.out, url, warc)
 
 
 def serve(out: Path, listen: tuple[str, int] | None, *, replay: bool = False,

@@ -14,8 +14,9 @@ adapts a live `Crawler` to `StatusSource`, and tests use fakes.
     GET /api/explain?url=      one URL's history
     GET /api/info              what the source is: {"mode": "live"} or a folder's {"mode", "out", "replay"}
 
-A source that reads a crawl folder (`courtly serve`) adds, and the page then
-shows them (404 otherwise):
+A source that reads the crawl folder (`courtly serve`, and a live crawl's
+observer) adds these, and the page shows them (404 otherwise); each may
+answer with an awaitable:
 
     GET /api/urls?state=&reason=&host=&offset=&limit=   one page of URL records
     GET /api/timeline?buckets=  the whole crawl's fetch log per time bucket
@@ -357,14 +358,14 @@ class StatusServer:
         offset = _int(q, "offset", 0, 0, OFFSET_MAX)
         limit = _int(q, "limit", 50, 1, URLS_LIMIT_MAX)
         try:
-            total, rows = self._view("urls")(offset=offset, limit=limit, **args)
+            total, rows = await _maybe(self._view("urls")(offset=offset, limit=limit, **args))
         except ValueError as e:
             raise BadRequest(str(e)) from None
         return _json({"total": total, "offset": offset, "limit": limit, **args, "rows": rows})
 
     async def _timeline(self, request: web.Request) -> web.Response:
         buckets = _int(request.query, "buckets", 120, 1, TIMELINE_BUCKETS_MAX)
-        return _json(self._view("timeline")(buckets))
+        return _json(await _maybe(self._view("timeline")(buckets)))
 
     async def _capture(self, request: web.Request) -> web.Response:
         import asyncio
@@ -375,7 +376,7 @@ class StatusServer:
         url, warc = _text(request.query, "url", URL_LEN_MAX), _text(request.query, "warc")
         if not url or not warc:
             raise BadRequest("url and warc are required")
-        found = self._view("capture")(url, warc)
+        found = await _maybe(self._view("capture")(url, warc))
         rec = await asyncio.to_thread(read_record, *found) if found else None
         if rec is None or rec.warc_headers.get("WARC-Target-URI") != url:
             return web.Response(status=404, text="no such capture in this crawl's fetch log and WARC files")
@@ -395,6 +396,11 @@ class StatusServer:
             "Content-Security-Policy": "sandbox; default-src 'none'; style-src 'unsafe-inline'",
             "Courtly-Archived-Status": str(rec.http_status or ""),
             "Courtly-Archived-Date": rec.warc_headers.get("WARC-Date", "")})
+
+
+async def _maybe(result):
+    """A source's answer, awaited when it is awaitable (a store read in a thread)."""
+    return await result if inspect.isawaitable(result) else result
 
 
 def _text(q, name: str, len_max: int = QUERY_LEN_MAX) -> str:

@@ -1,6 +1,6 @@
-/* courtly status page: the views of a crawl folder (courtly serve).
+/* courtly status page: the views of a crawl folder (courtly serve, and a live crawl).
  *
- * Shown only when /api/info says the source is a folder: the whole crawl's
+ * Shown when /api/info lists them: the whole crawl's
  * charts from the fetch log (/api/timeline), the URL list filtered by state,
  * reason and host (/api/urls, paged by the server) with a replay link per
  * capture, and a click on a host key that lists that host's queued URLs.
@@ -129,11 +129,13 @@
   async function start() {
     let info;
     try { info = await getJSON("api/info"); } catch (e) { return; }
-    if (info.mode !== "folder") return;
-    document.body.dataset.mode = "folder";
+    if (!(info.views || []).includes("urls")) return;
     document.querySelectorAll(".folder-only").forEach((x) => { x.hidden = false; });
-    $("footer").textContent = "courtly serve · figures are read from the crawl folder " + info.out +
-      " (read-only); /metrics has the same numbers";
+    if (info.mode === "folder") {
+      document.body.dataset.mode = "folder";
+      $("footer").textContent = "courtly serve · figures are read from the crawl folder " + info.out +
+        " (read-only); /metrics has the same numbers";
+    }
     try { reasonsFrom(await getJSON("api/snapshot")); } catch (e) { /* reasons stay as they are */ }
     wireUrls();
     loadUrls();
