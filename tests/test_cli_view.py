@@ -169,3 +169,17 @@ def test_the_view_reads_beside_a_writer_and_writes_nothing(folder):
     with CrawlView(folder) as view:
         assert "queued" not in view.states()
     writer.close()
+
+
+def test_serve_says_in_one_line_why_it_cannot_listen(folder, capsys):
+    import socket
+
+    assert main(["serve", "--out", str(folder), "--listen", "nonsense"]) == 2
+    assert capsys.readouterr().err == "courtly: error: --listen wants HOST:PORT, not 'nonsense'\n"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--out", str(folder), "--listen", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"courtly: error: --listen 127.0.0.1:{port}: ") and err.count("\n") == 1, err

@@ -202,7 +202,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
         else:
             from courtly.runtime.serve import serve
 
-            listen = _parse_status(args.listen)
+            listen = _parse_status(args.listen, "--listen")
             return serve(out, listen, replay=args.replay, say=_say)
     except (CrawlViewError, PywbError, ValueError) as e:
         raise UsageError(str(e)) from e
@@ -533,14 +533,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_status(value: str | None) -> tuple[str, int] | None:
+def _parse_status(value: str | None, flag: str = "--status") -> tuple[str, int] | None:
     if not value:
         return None
     from courtly.runtime.wiring import UsageError
 
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--status wants HOST:PORT, not {value!r}")
+        raise UsageError(f"{flag} wants HOST:PORT, not {value!r}")
     return (host.strip("[]") or "127.0.0.1", int(port))
 
 

@@ -14,12 +14,15 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
+import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from crawl_support import courtly_cmd, crawl_args, run_courtly, write_config
+from crawl_support import courtly_cmd, crawl_args, db_rows, run_courtly, write_config
 
 from e2e.test_status_browser import ARGS, WAIT_MS, artifacts, chromium, open_page  # noqa: F401 (a fixture)
 
@@ -168,3 +171,47 @@ def test_serve_replay_links_open_the_capture_in_pywb(chromium, finished):
     os.environ.setdefault("COURTLY_PYWB_VENV", str(pywb_venv()))
     with serving(finished, "--replay") as base:
         asyncio.run(_served_page(chromium, base, finished, artifacts() / "serve-pywb.png", pywb=True))
+
+
+def _fetches(out: Path) -> int:
+    try:
+        return db_rows(out, "SELECT count(*) FROM fetches")[0][0]
+    except Exception:   # the crawl has not created its tables yet
+        return 0
+
+
+def _wait_for(what, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert time.monotonic() < deadline, "gave up waiting (bounded wait, not a timing assertion)"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_hosts_urls_and_serve_read_a_running_crawl_without_holding_it_up(tmp_path):
+    from courtly.runtime.demo import simweb_process
+
+    with simweb_process(tmp_path / "sim", ["--profile", "demo", "--hosts", "4", "--pages-per-host", "40",
+                                           "--seed", "9", "--robots-hang-s", "2"]) as web:
+        out = tmp_path / "crawl"
+        args = crawl_args(web, out, write_config(tmp_path / "c.toml", delay_s=0.5, crawl_delay_s_max=0.5))
+        crawl = subprocess.Popen(courtly_cmd(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for(lambda: _fetches(out) >= 5)
+            assert crawl.poll() is None, "4 hosts x 40 pages at 0.5 s: the crawl is still running"
+            hosts = _json("hosts", "--out", str(out))
+            assert hosts["total"] > 0 and sum(r["fetched"] for r in hosts["rows"]) > 0
+            queued = _json("urls", "--out", str(out), "--state", "queued", "--limit", "5")
+            assert queued["total"] > 0
+            with serving(out) as base:
+                for path in ("api/hosts?sort=fetched&desc=1", "api/urls?state=fetched&limit=5", "api/timeline"):
+                    with urllib.request.urlopen(base + path, timeout=60) as r:
+                        assert r.status == 200 and json.loads(r.read())
+                seen = _fetches(out)
+                _wait_for(lambda: _fetches(out) > seen)   # the crawl goes on committing beside the readers
+        finally:
+            if crawl.poll() is None:
+                crawl.send_signal(signal.SIGINT)
+            crawl.wait(timeout=120)
+    assert "Traceback" not in crawl.stderr.read()

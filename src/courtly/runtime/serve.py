@@ -170,7 +170,7 @@ async def _serve(out: Path, listen: tuple[str, int], replay: bool, say: Callable
         except OSError as e:
             from courtly.runtime.wiring import UsageError
 
-            raise UsageError(f"--listen {listen[0]}:{listen[1]}: {e.strerror or e}") from e
+            raise UsageError(f"--listen {listen[0]}:{listen[1]}: {e.strerror or 'cannot listen there'}") from e
         say(f"serving {out} at {server.url} (read-only; Ctrl-C stops)")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
