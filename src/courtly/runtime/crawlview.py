@@ -239,8 +239,13 @@ class CrawlView:
             where.append("reason = ?")
             args.append(reason)
         if host:
-            where.append("(key = ? OR (key = '' AND url_key(url) = ?))")
-            args += [self.key_of(host)] * 2
+            key = self.key_of(host)
+            if state in (None, "skipped"):
+                where.append("(key = ? OR (key = '' AND url_key(url) = ?))")
+                args += [key, key]
+            else:   # only skip decisions are stored without a key; keyed, the queued URLs are an index range
+                where.append("key = ?")
+                args.append(key)
         sql_where = (" WHERE " + " AND ".join(where)) if where else ""
         (total,) = self._db.execute(f"SELECT count(*) FROM urls{sql_where}", args).fetchone()
         rows = self._db.execute(
