@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from crawl_support import courtly_cmd, crawl_args, db_rows, run_courtly, write_config
+from warc_support import check_warcs, closed_warcs
 
 from e2e.test_status_browser import ARGS, WAIT_MS, artifacts, chromium, open_page  # noqa: F401 (a fixture)
 
@@ -61,7 +62,8 @@ def finished(tmp_path_factory):
         out = tmp / "crawl"
         proc = run_courtly(*crawl_args(web, out, write_config(tmp / "c.toml")), "--max-pages", "60")
         assert proc.returncode == 0, proc.stderr[-2000:]
-    return out
+    yield out
+    check_warcs(closed_warcs(out))
 
 
 def _json(*args: str) -> dict:
