@@ -66,6 +66,7 @@ def test_a_truncated_file_is_named_and_the_export_exits_5(crawl, tmp_path, capsy
     assert main(["export", kind, "--out", str(crawl), "--to", str(to)]) == 5
     err = capsys.readouterr().err
     assert f"{path.name} is damaged" in err and f"{whole} record(s) read" in err, err
+    assert f"{PAGES - 3} of the {PAGES} captures its index lists" in err
     assert "exit status 5" in err and "--allow-partial" in err and "Traceback" not in err
     assert main(["export", kind, "--out", str(crawl), "--to", str(to), "--allow-partial"]) == 0
     assert f"{path.name} is damaged" in capsys.readouterr().err    # still said, just accepted
@@ -83,6 +84,8 @@ def test_what_was_read_is_exported_and_the_cut_record_is_not(crawl, tmp_path, ca
     data = json.loads(capsys.readouterr().out)
     (damage,) = data["damaged"]
     assert damage["file"] == path.name and damage["size"] == path.stat().st_size
+    # the file's own index (written when it was closed) tells how much is missing
+    assert (damage["captures_read"], damage["captures_indexed"]) == (PAGES - 3, PAGES)
     exported = tmp_path / "w" / path.name
     responses = [r for r in iter_records(exported) if r.rec_type == "response"]
     assert len(responses) == PAGES - 3

@@ -379,6 +379,7 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False) -> tuple[st
                            "records_dropped": report.records_dropped, "lines": report.lines,
                            "open_files_skipped": report.open_files_skipped, "outputs": report.outputs,
                            "damaged": [{"file": d.file, "records_read": d.records_read,
+                                        "captures_read": d.captures_read, "captures_indexed": d.captures_indexed,
                                         "intact_bytes": d.intact_bytes, "size": d.size, "detail": d.detail}
                                        for d in report.damaged]}), warnings
     return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)"), warnings

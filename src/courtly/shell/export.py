@@ -54,6 +54,7 @@ __all__ = ["Damage", "ExportReport", "RecordPlan", "plan_file", "export_warc", "
 
 _COPY_CHUNK_BYTES = 1 << 20
 _TEXT_KINDS = ("robots", "soft404-probe")   # fetches that are not pages
+_INDEXED_TYPES = ("response", "revisit", "resource")   # the records a CDXJ index lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +79,14 @@ class Damage:
     intact_bytes: int      # where the damage starts
     size: int
     detail: str
+    captures_read: int = 0             # response, revisit and resource records among them
+    captures_indexed: int | None = None  # what the file's .cdxj (written when it was closed) lists
 
     def message(self) -> str:
+        index = (f", {self.captures_read} of the {self.captures_indexed} captures its index lists"
+                 if self.captures_indexed is not None else "")
         return (f"{self.file} is damaged (truncated or corrupt at byte {self.intact_bytes:,} of {self.size:,}: "
-                f"{self.detail}); {self.records_read} record(s) read, the rest is missing from the export")
+                f"{self.detail}); {self.records_read} record(s) read{index}, the rest is missing from the export")
 
 
 def _read_errors() -> tuple[type[BaseException], ...]:
@@ -167,7 +172,12 @@ def _whole_rows(path: Path, rows: list, detail: str, damaged: list[Damage]) -> l
     end = intact_end(path, start)
     whole = [r for r in rows if r[0].offset + r[0].length <= end]
     if end < size or detail:
-        damaged.append(Damage(path.name, len(whole), end, size, detail or "the last record is cut short"))
+        index = cdxj_path(path)
+        indexed = sum(1 for line in index.read_text(encoding="utf-8").splitlines() if line.strip()) \
+            if index.exists() else None
+        captures = sum(r[0].rec_type in _INDEXED_TYPES for r in whole)
+        damaged.append(Damage(path.name, len(whole), end, size, detail or "the last record is cut short",
+                              captures, indexed))
     return whole
 
 
