@@ -111,6 +111,13 @@ async def _served_page(chromium_path: str, base: str, out: Path, shot: Path, *, 
             shown = await page.eval_on_selector_all("#url-table tbody tr[data-url]", "trs => trs.map(t => t.dataset.url)")
             assert shown == [r["url"] for r in queued["rows"]]
 
+            # a URL of the list opens its history
+            await page.click(f"#url-table tbody tr[data-url='{shown[0]}'] a.url")
+            await page.wait_for_function("() => document.querySelector('#explain-out').dataset.found === '1'",
+                                         timeout=WAIT_MS)
+            history = await page.inner_text("#explain-out")
+            assert shown[0] in history and "queued" in history
+
             # the whole crawl's charts, from the fetch log
             await page.wait_for_function("() => Number(document.body.dataset.timelineLoads || 0) > 0", timeout=WAIT_MS)
             for cid in ("chart-crawl-requests", "chart-crawl-bytes", "chart-crawl-errors"):
