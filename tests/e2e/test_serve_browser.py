@@ -98,7 +98,8 @@ async def _served_page(chromium_path: str, base: str, out: Path, shot: Path, *, 
             rows = await page.eval_on_selector_all(
                 "#host-table tbody tr[data-key]",
                 "trs => trs.map(t => [t.dataset.key, ...[...t.children].slice(10).map(td => td.textContent)])")
-            want = {r["key"]: [r["state"], f"{r['fetched']:,}", f"{r['denied_total']:,}", f"{r['errors']:,}"]
+            want = {r["key"]: [r["state"], f"{r['fetched']:,}", f"{r['denied_total']:,}", f"{r['errors']:,}",
+                               ", ".join(f"{k} {n:,}" for k, n in r["denied"].items())]
                     for r in hosts["rows"]}
             assert {r[0]: r[1:] for r in rows} == want
 

@@ -267,8 +267,9 @@
     ].concat("fetched" in r ? [   // a crawl folder's rows (courtly serve) say more
       el("td", { class: r.state === "trap" || r.state === "backing off" ? "bad" : "" }, r.state),
       el("td", { class: "num" }, fmt.int(r.fetched || 0)),
-      el("td", { class: "num", title: Object.entries(r.denied || {}).map(([k, v]) => k + " " + v).join(", ") }, fmt.int(r.denied_total || 0)),
+      el("td", { class: "num" }, fmt.int(r.denied_total || 0)),
       el("td", { class: "num" + (r.errors ? " bad" : "") }, fmt.int(r.errors || 0)),
+      el("td", { class: "muted" }, Object.entries(r.denied || {}).map(([k, v]) => k + " " + fmt.int(v)).join(", ")),
     ] : []);
   }
 

@@ -133,6 +133,8 @@
     document.querySelectorAll(".folder-only").forEach((x) => { x.hidden = false; });
     if (info.mode === "folder") {
       document.body.dataset.mode = "folder";
+      // charts of what happened since the page was opened: flat for a folder (the whole crawl's are below)
+      document.querySelectorAll(".live-only").forEach((x) => { x.hidden = true; });
       $("footer").textContent = "courtly serve · figures are read from the crawl folder " + info.out +
         " (read-only); /metrics has the same numbers";
     }
