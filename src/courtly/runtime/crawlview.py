@@ -113,13 +113,14 @@ class CrawlView:
         db = self.out / "crawl.db"
         if not db.is_file():
             raise CrawlViewError(f"{self.out} is not a crawl folder (no crawl.db)")
+        self._db = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
         try:
-            self._db = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
             self._db.execute("PRAGMA query_only = 1")
             self._db.execute("PRAGMA busy_timeout = 5000")
             self._db.execute("SELECT 1 FROM urls LIMIT 1").fetchall()
             self._db.execute("SELECT 1 FROM fetches LIMIT 1").fetchall()
         except sqlite3.DatabaseError as e:
+            self._db.close()
             raise CrawlViewError(f"cannot read {db} as a crawl database: {e}") from e
         self.key_mode = self.meta("politeness_key") or "domain"
         # decisions made before a URL was keyed (nofollow, scope, ...) are stored with key '':
