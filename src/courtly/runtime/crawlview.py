@@ -113,7 +113,10 @@ class CrawlView:
         db = self.out / "crawl.db"
         if not db.is_file():
             raise CrawlViewError(f"{self.out} is not a crawl folder (no crawl.db)")
-        self._db = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            self._db = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error as e:   # unreadable (permissions)
+            raise CrawlViewError(f"cannot open {db}: {e}") from e
         try:
             self._db.execute("PRAGMA query_only = 1")
             self._db.execute("PRAGMA busy_timeout = 5000")
