@@ -25,7 +25,8 @@ import pytest
 from crawl_support import courtly_cmd, crawl_args, db_rows, run_courtly, write_config
 from warc_support import check_warcs, closed_warcs
 
-from e2e.test_status_browser import ARGS, WAIT_MS, artifacts, chromium, open_page  # noqa: F401 (a fixture)
+from e2e.test_status_browser import (ARGS, WAIT_MS, artifacts, check_figures_match_metrics,  # noqa: F401
+                                     chromium, open_page)
 
 SERVE_START_S = 60
 
@@ -92,6 +93,10 @@ async def _served_page(chromium_path: str, base: str, out: Path, shot: Path, *, 
         browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
         try:
             page, errors = await open_page(browser, base)
+            # every tile equals /metrics, both read from the store
+            await page.wait_for_function("() => Number(document.body.dataset.snapshots || 0) > 1", timeout=WAIT_MS)
+            assert await check_figures_match_metrics(page, base) >= 12
+
             # the per-host table, with the columns a folder adds
             await page.wait_for_function("() => Number(document.body.dataset.hostLoads || 0) > 0", timeout=WAIT_MS)
             await page.wait_for_selector("#host-table th[data-sort=fetched]:not([hidden])", timeout=WAIT_MS)
