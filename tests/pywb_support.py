@@ -27,16 +27,17 @@ import contextlib
 import fcntl
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from courtly.shell.pywb import clean_env as _clean_env
+from courtly.shell.pywb import free_port
+from courtly.shell.pywb import wait_ready as _wait_ready
 from courtly.shell.warc import cdxj_path
 
 PYWB_REQUIREMENT = "pywb==2.10.0"
@@ -45,7 +46,6 @@ DEFAULT_VENV = REPO_ROOT / ".cache" / "pywb-venv"
 COLLECTION = "coll"
 _READY_MARKER = ".courtly-pywb-ready"
 _INSTALL_TIMEOUT_S = 900
-_START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 10.0
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -108,7 +108,7 @@ def pywb_server(
             _install_our_index(root / "collections" / collection, paths)
         else:
             _wb_manager(venv, root, "add", collection, *map(str, paths))
-        port = port or _free_port()
+        port = port or free_port("127.0.0.1")
         log_path = root / "wayback.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
@@ -150,14 +150,6 @@ def _bin(venv: Path, name: str) -> Path:
     return venv / "bin" / name
 
 
-def _clean_env() -> dict[str, str]:
-    """Our environment without what would leak our packages into the venv."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def _wb_manager(venv: Path, root: Path, *args: str) -> None:
     done = subprocess.run(
         [str(_bin(venv, "wb-manager")), *args],
@@ -180,27 +172,6 @@ def _install_our_index(coll_dir: Path, paths: list[Path]) -> None:
         shutil.copy2(path, archive / path.name)
         lines.extend(cdxj_path(path).read_text().splitlines())
     (indexes / "index.cdxj").write_text("".join(line + "\n" for line in sorted(lines)))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], base: str, log_path: Path) -> None:
-    deadline_at = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline_at:
-        if proc.poll() is not None:
-            raise RuntimeError(f"wayback exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
-        try:
-            with _NO_PROXY.open(base + "/", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"wayback did not answer within {_START_TIMEOUT_S}s:\n{log_path.read_text(errors='replace')}")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -10,6 +10,9 @@
                                   an abuse complaint: the host is slowed until resolved
     courtly export warc|cdxj|text --out DIR --to PATH
                                   WARC files, CDXJ index or main text, without purged content
+    courtly hosts --out DIR       every host key: state, delay, fetched, denied by reason, errors, trap
+    courtly urls --out DIR [--reason R] [--host H] [--state S]   URL records, filtered and paged
+    courtly serve --out DIR       the status page of a finished or running crawl, from its folder
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
@@ -134,7 +137,11 @@ def _build_parser() -> argparse.ArgumentParser:
     x.add_argument("--include-noindex", action="store_true",
                    help="text: keep pages marked noindex (meta robots or X-Robots-Tag), each row with "
                         "\"noindex\": true (default: left out; WARC and CDXJ always keep them)")
+    x.add_argument("--allow-partial", action="store_true",
+                   help="exit 0 when a WARC file is damaged (cut short or corrupt) and could be read only in part; "
+                        "each is still named on stderr (default: exit status 5)")
 
+    _view_commands(sub)
     _distributed_commands(sub, logs)
     from courtly.runtime.watchlist import add_parser as add_watch_parser
 
@@ -175,6 +182,61 @@ def _crawl_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"],
                    help="which links to follow: any host, the seeds' registered domains, or the seeds' "
                         f"hosts (default: crawl.scope, else {d.crawl.scope})")
+
+
+def _view_commands(sub) -> None:
+    """`hosts`, `urls` and `serve`: a crawl folder read back, read-only (they work while it runs)."""
+    from courtly.runtime.crawlview import LIMIT_MAX, STATES
+    from courtly.runtime.listing import HOST_SORTS
+
+    h = sub.add_parser("hosts", help="every host key: state, delay, fetched, queued, errors, denied by reason, "
+                                     "robots.txt and trap status")
+    h.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    h.add_argument("--sort", default="key", choices=list(HOST_SORTS),
+                   help="order (counts and delay: largest first; default: key)")
+    h.add_argument("--limit", type=int, default=0, help="show at most N hosts (default: 0 = all)")
+    h.add_argument("--json", action="store_true", help="print JSON instead of text")
+    u = sub.add_parser("urls", help="URL records filtered by skip reason, host and state, in discovery order")
+    u.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    u.add_argument("--reason", help="only URLs skipped for this reason (robots, trap, dns, ...; default: any)")
+    u.add_argument("--host", help="only URLs of this host's politeness key (default: any)")
+    u.add_argument("--state", choices=list(STATES), help="only URLs in this state (default: any)")
+    u.add_argument("--limit", type=int, default=100, help=f"at most N URLs, 1..{LIMIT_MAX} (default: 100)")
+    u.add_argument("--offset", type=int, default=0, help="skip the first N matching URLs (default: 0)")
+    u.add_argument("--json", action="store_true", help="print JSON instead of text")
+    v = sub.add_parser("serve", help="serve the status page of a finished or running crawl from its folder")
+    v.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    v.add_argument("--listen", default="127.0.0.1:8089", metavar="HOST:PORT",
+                   help="where to serve (default: 127.0.0.1:8089; port 0 picks a free one)")
+    v.add_argument("--replay", action="store_true",
+                   help="also start pywb (from $COURTLY_PYWB_VENV, else .cache/pywb-venv) on the crawl's WARC "
+                        "files and link captures to it (default: link the raw archived record)")
+
+
+def _cmd_view(args: argparse.Namespace) -> int:
+    from courtly.runtime.crawlview import CrawlViewError
+    from courtly.runtime.wiring import UsageError
+    from courtly.shell.pywb import PywbError
+
+    out = Path(args.out)
+    try:
+        if args.command == "hosts":
+            from courtly.runtime.listing import hosts_text
+
+            print(hosts_text(out, sort=args.sort, limit=args.limit, as_json=args.json))
+        elif args.command == "urls":
+            from courtly.runtime.listing import urls_text
+
+            print(urls_text(out, state=args.state, reason=args.reason, host=args.host, offset=args.offset,
+                            limit=args.limit, as_json=args.json))
+        else:
+            from courtly.runtime.serve import serve
+
+            listen = _parse_status(args.listen, "--listen")
+            return serve(out, listen, replay=args.replay, say=_say)
+    except (CrawlViewError, PywbError, ValueError) as e:
+        raise UsageError(str(e)) from e
+    return 0
 
 
 def _distributed_commands(sub, logs) -> None:
@@ -279,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_export(args)
         if args.command == "abuse":
             return _cmd_abuse(args)
+        if args.command in ("hosts", "urls", "serve"):
+            return _cmd_view(args)
         if args.command == "worker":
             return _cmd_worker(args)
         if args.command == "submit":
@@ -589,17 +653,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_status(value: str | None) -> tuple[str, int] | None:
-    """--status HOST:PORT, checked to be free before anything starts."""
+def _parse_status(value: str | None, flag: str = "--status") -> tuple[str, int] | None:
     if not value:
         return None
     from courtly.runtime.wiring import UsageError, port_problem
 
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--status wants HOST:PORT, not {value!r}")
+        raise UsageError(f"{flag} wants HOST:PORT, not {value!r}")
     status = (host.strip("[]") or "127.0.0.1", int(port))
-    problem = port_problem(*status)
+    problem = port_problem(*status, flag)
     if problem:
         raise UsageError(problem)
     return status
@@ -668,14 +731,23 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from courtly.runtime.wiring import UsageError
 
     try:
-        text = export(Path(args.out), args.kind, Path(args.to), as_json=args.json,
-                      include_noindex=args.include_noindex)
+        text, damaged = export(Path(args.out), args.kind, Path(args.to), as_json=args.json,
+                               include_noindex=args.include_noindex)
     except ValueError as e:
         raise UsageError(str(e)) from e
     except OSError as e:
         raise UsageError(f"cannot export to {args.to}: {e.strerror or e}") from e
     print(text)
+    for warning in damaged:
+        _say(warning, "warning")
+    if damaged and not args.allow_partial:
+        _say(f"export incomplete: {len(damaged)} damaged WARC file(s) (exit status {EXIT_EXPORT_PARTIAL}; "
+             "--allow-partial accepts what could be read)", "warning")
+        return EXIT_EXPORT_PARTIAL
     return 0
+
+
+EXIT_EXPORT_PARTIAL = 5   # README: exit statuses of `courtly export`
 
 
 def _cmd_review(args: argparse.Namespace) -> int:

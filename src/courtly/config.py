@@ -150,6 +150,10 @@ class PolitenessSection:
         _positive("politeness.backoff_s_max", self.backoff_s_max)
 
 
+CONTENT_CODINGS = ("gzip", "deflate", "br", "zstd")   # what shell/decode.py decodes
+ARCHIVE_UNREADABLE_CODINGS = ("br", "zstd")          # see FetchSection.accept_encodings
+
+
 @dataclass(frozen=True, slots=True)
 class FetchSection:
     connect_s: float = 10.0
@@ -164,8 +168,16 @@ class FetchSection:
     # hosts in rotation, or each visit reconnects; the open-files limit is
     # raised to fit at start-up (or the pool shrunk to fit, with a warning).
     connections_max: int = 2048
+    # Content codings asked for (Accept-Encoding). Only those the WARC
+    # ecosystem decodes by default: warcio 1.8 (warcio check, pywb) cannot
+    # read brotli with the `brotli` package, and few WARC tools know zstd.
+    accept_encodings: tuple[str, ...] = ("gzip", "deflate")
 
     def __post_init__(self) -> None:
+        bad = [c for c in self.accept_encodings if c not in CONTENT_CODINGS]
+        if bad or len(set(self.accept_encodings)) != len(self.accept_encodings):
+            raise ConfigError(f"fetch.accept_encodings takes distinct codings of {', '.join(CONTENT_CODINGS)}"
+                              f"{', not ' + repr(bad[0]) if bad else ' (a coding is repeated)'}")
         _positive("fetch.connect_s", self.connect_s)
         _positive("fetch.connections_max", self.connections_max)
         _positive("fetch.total_s", self.total_s)
@@ -520,6 +532,10 @@ class Config:
         for a in self.politeness.allow:
             if not a.owner:
                 out.append(f"politeness.allow entry for {a.key} has no owner")
+        unreadable = [c for c in self.fetch.accept_encodings if c in ARCHIVE_UNREADABLE_CODINGS]
+        if unreadable:
+            out.append(f"fetch.accept_encodings asks for {', '.join(unreadable)}: responses coded so are stored "
+                       "as sent, and warcio (warcio check, pywb) cannot decode them.")
         return out
 
 

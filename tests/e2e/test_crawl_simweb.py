@@ -10,14 +10,13 @@ with independent tools.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from crawl_support import crawl_args, check, db_rows, run_courtly, write_config
+from warc_support import check_warcs, tool
 from courtly.runtime.demo import simweb_process
 
 pytestmark = pytest.mark.slow
@@ -84,33 +83,14 @@ def test_ssrf_bait_is_refused_with_non_public(crawled):
 def test_warc_files_pass_warcio_check_and_cdxj_indexer(crawled):
     warcs = sorted((crawled["out"] / "warc").glob("*.warc.gz"))
     assert warcs and not list((crawled["out"] / "warc").glob("*.open"))
+    check_warcs(warcs)   # warcio check and warcio index from the project's own environment
     for w in warcs:
-        proc = subprocess.run([_warcio(), "check", "-v", str(w)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        proc = subprocess.run([_tool("cdxj-indexer"), str(w)], capture_output=True, text=True)
+        proc = subprocess.run([tool("cdxj-indexer"), str(w)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
         theirs = sorted(l.split(" ", 2)[2] for l in proc.stdout.splitlines() if l.strip())
         ours = sorted(l.split(" ", 2)[2] for l in Path(str(w) + ".cdxj").read_text().splitlines() if l.strip())
         assert len(theirs) == len(ours)
         assert {json.loads(x)["url"] for x in theirs} == {json.loads(x)["url"] for x in ours}
-
-
-def _tool(name: str) -> str:
-    """A console script installed beside this Python (warcio, cdxj-indexer)."""
-    here = Path(sys.executable).parent / name
-    found = str(here) if here.exists() else shutil.which(name)
-    assert found, f"{name} is not installed (pip install -e '.[test]')"
-    return found
-
-
-def _warcio() -> str:
-    """warcio from the pywb venv: it pairs warcio with brotlipy, the brotli binding
-    warcio's reader was written for (with the `brotli` package, warcio cannot
-    decode br-encoded payloads: webrecorder/warcio#73)."""
-    from pywb_support import pywb_venv
-
-    return str(pywb_venv() / "bin" / "warcio")
 
 
 def test_every_fetched_page_is_in_the_warc_and_duplicates_are_stored_once(crawled):

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from crawl_support import crawl_with_command_midway, db_rows, log_lines, run_courtly, write_config
+from crawl_support import courtly_cmd, crawl_args, crawl_with_command_midway, db_rows, log_lines, run_courtly, write_config
+from warc_support import check_warcs, closed_warcs
 from courtly.runtime.demo import simweb_process
 
 pytestmark = pytest.mark.slow
@@ -62,6 +63,7 @@ def purged(tmp_path_factory):
 
         yield {"web": web, "out": out, "tmp": tmp, "purge": json.loads(p.stdout),
                "stderr": err_path.read_text(), "requests": load_log(web.log_file)}
+    check_warcs(closed_warcs(tmp))   # the crawl's files and every export of the module's tests
 
 
 def _log_lines(purged) -> list[dict]:

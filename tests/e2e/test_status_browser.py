@@ -356,6 +356,15 @@ async def _crawl_scenario(cfg, out: Path, seeds: list[str], chromium_path: str, 
                 await page.wait_for_selector("#explain-fetches", timeout=WAIT_MS)
                 assert "fetched" in await page.inner_text("#explain-out")
 
+                # the crawl folder's views are the live page's too: its URLs, each capture replayed
+                await page.wait_for_function("() => Number(document.body.dataset.urlLoads || 0) > 0",
+                                             timeout=WAIT_MS)
+                href = await page.get_attribute("#explain-fetches a.replay", "href")
+                async with aiohttp.ClientSession() as http:
+                    async with http.get(base + href) as r:
+                        assert r.status == 200 and r.headers["Courtly-Archived-Status"]
+                        assert "sandbox" in r.headers["Content-Security-Policy"]
+
                 await page.fill("#host-q", "")
                 await page.evaluate("window.scrollTo(0, 0)")
                 await page.screenshot(path=str(shot), full_page=True)

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from crawl_support import crawl_args, check, db_rows, run_courtly
+from warc_support import check_warcs, closed_warcs
 from courtly.core.traps import TrapConfig, TrapGuard
 from courtly.core.urls import registered_domain
 from courtly.runtime.demo import simweb_process
@@ -83,6 +84,7 @@ def crawled(tmp_path_factory):
     guard = TrapGuard.restore(json.loads(snapshot), TrapConfig(), random.Random(0))
     yield {"out": out, "report": report, "manifest": manifest, "log": log,
            "suspects": guard.suspects(), "web": web_from_manifest(manifest)}
+    check_warcs(closed_warcs(tmp))
 
 
 def _only_host(manifest: dict, behaviour: str) -> str:

@@ -129,6 +129,7 @@ def test_compressed_payloads_are_stored_and_read_back_whole(tmp_path: Path, back
     assert [r.payload for r in iter_records(path) if r.rec_type == "response"] == [noise, coded, noise]
 
 
+@pytest.mark.warcio_unreadable("a br-coded response: warcio 1.8 with the brotli package cannot decode it")
 def test_a_body_with_a_content_coding_is_stored_as_it_is_and_plain_text_is_deflated(tmp_path: Path) -> None:
     text = b"<p>the same words again</p>" * 2000   # compressible, whatever the header says
     coded = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: br\r\n\r\n"

@@ -237,9 +237,13 @@ def test_hostile_bodies() -> None:
     async def go(srv: SimWebServer, s: aiohttp.ClientSession) -> None:
         spec = _host(srv, lambda h: h.has("hostile_bodies"))
         for name, enc in (("gzip-bomb", "gzip"), ("brotli-bomb", "br"), ("zstd-bomb", "zstd")):
-            g = await get(s, srv, spec.name, f"/hostile/{name}")
+            g = await get(s, srv, spec.name, f"/hostile/{name}", headers={"Accept-Encoding": f"gzip, {enc}"})
             assert g.headers["Content-Encoding"] == enc
             assert _inflate_capped(g.body, enc, 32 << 20) >= 100 * len(g.body)
+            # a client that does not accept the coding gets the bomb gzip-coded, as from a real server
+            g = await get(s, srv, spec.name, f"/hostile/{name}", headers={"Accept-Encoding": "gzip, deflate"})
+            assert g.headers["Content-Encoding"] == "gzip"
+            assert _inflate_capped(g.body, "gzip", 32 << 20) >= 100 * len(g.body)
         g = await get(s, srv, spec.name, "/hostile/deep-nesting")
         assert g.body.count(b"<div>") == 100_000
         g = await get(s, srv, spec.name, "/hostile/bad-utf8")

@@ -23,6 +23,10 @@ hooks (`crawler.observers`; attach before `run()`, e.g. from
   the per-key new-URL rate and the histograms of body size and takedown
   propagation: the seeds' E.1 figures the crawler does not count itself.
 
+The crawl folder's views (`urls`, `timeline`, `capture`) are those of
+`courtly serve` (`runtime.crawlview`, a read-only connection per call, run
+in a thread), so the live page lists URLs and replays captures as well.
+
 Cost: counters are read exactly on every call. Aggregates over every key
 (delay quantiles, back-off and robots counts, host states, the host table's
 order) are recomputed at most once per 20 times what they last cost, so with
@@ -51,6 +55,7 @@ from typing import Any, Callable, Iterable
 
 from courtly.core.urls import politeness_key, split_origin
 from courtly.runtime.health import HealthWatch
+from courtly.runtime.crawlview import capture_file, replay_link, timeline_of, url_page
 
 __all__ = ["CrawlObserver", "page_rows", "select_keys", "LATENCY_BUCKETS_S"]
 
@@ -321,7 +326,25 @@ class CrawlObserver:
         pending = [dict(d) for d in self._recent if d["url"] == url]
         result = await asyncio.to_thread(self._explain_stored, url)
         result["recent_decisions"] = pending
+        for f in result.get("fetches", ()):
+            f["replay"] = replay_link(f["url"], f["warc"], f["at"]) if f["kind"] == "page" else ""
         return result
+
+    # ---- the crawl folder's views (as `courtly serve` has them; store reads in a thread) ----
+
+    def info(self) -> dict:
+        return {"mode": "live", "out": str(self._out), "replay": "record", "views": ["urls", "timeline", "capture"]}
+
+    async def urls(self, *, state: str | None, reason: str | None, host: str | None, offset: int,
+                   limit: int) -> tuple[int, list[dict]]:
+        return await asyncio.to_thread(lambda: url_page(self._out, state=state, reason=reason, host=host,
+                                                        offset=offset, limit=limit))
+
+    async def timeline(self, buckets: int) -> dict:
+        return await asyncio.to_thread(timeline_of, self._out, buckets)
+
+    async def capture(self, url: str, warc: str):
+        return await asyncio.to_thread(capture_file, self._out, url, warc)
 
     # ---- helpers -------------------------------------------------------------------
 

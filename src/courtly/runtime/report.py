@@ -49,38 +49,49 @@ def _open_suspects(out: Path) -> int:
     return len(TrapGuard.restore(json.loads(raw), TrapConfig(), random.Random(0)).suspects())
 
 
-def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
-    """(text, found) for a URL: discovered from where, fetched when, status, or why not."""
+def explain_data(reader, url: str) -> dict:
+    """A URL's history from `reader` (a `SqliteStore` or a read-only
+    `CrawlView`): url, normalized, record, fetches, via_chain, links_sample,
+    note, flags, found."""
     from courtly.core.urls import UrlError, normalize_url
 
+    try:
+        norm = normalize_url(url)
+    except UrlError as e:
+        norm = url
+        note = f"not a crawlable URL ({e.reason}): {e}"
+    else:
+        note = ""
+    rec = reader.url_record(norm) or (reader.url_record(url) if norm != url else None)
+    chain = []
+    if rec:
+        via = rec["via"]
+        while via and len(chain) < 20:
+            chain.append(via)
+            parent = reader.url_record(via)
+            via = parent["via"] if parent else ""
+    return {"url": url, "normalized": norm, "record": rec,
+            "fetches": reader.url_fetches(rec["url"]) if rec else [], "via_chain": chain,
+            "links_sample": reader.linked_from(rec["url"]) if rec else [], "note": note,
+            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in (reader.url_flags(rec["url"]) if rec else [])],
+            "found": rec is not None}
+
+
+def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
+    """(text, found) for a URL: discovered from where, fetched when, status, or why not."""
     store = _open(out)
     try:
-        try:
-            norm = normalize_url(url)
-        except UrlError as e:
-            norm = url
-            note = f"not a crawlable URL ({e.reason}): {e}"
-        else:
-            note = ""
-        rec = store.url_record(norm) or (store.url_record(url) if norm != url else None)
-        fetches = store.url_fetches(rec["url"]) if rec else []
-        chain = []
-        if rec:
-            via = rec["via"]
-            while via and len(chain) < 20:
-                chain.append(via)
-                parent = store.url_record(via)
-                via = parent["via"] if parent else ""
-        children = store.linked_from(rec["url"]) if rec else []
-        flags = store.url_flags(rec["url"]) if rec else []
+        d = explain_data(store, url)
     finally:
         store.close()
+    rec = d["record"]
     fix = _fix(out, rec) if rec and rec["state"] in ("skipped", "failed") and rec["reason"] else ""
     if as_json:
-        return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches, "fix": fix,
-                           "via_chain": chain, "links_sample": children, "note": note,
-                           "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in flags]},
-                          indent=2, default=str), rec is not None
+        return json.dumps({**{k: v for k, v in d.items() if k != "found"}, "fix": fix},
+                          indent=2, default=str), d["found"]
+    norm, note, fetches, chain = d["normalized"], d["note"], d["fetches"], d["via_chain"]
+    children = d["links_sample"]
+    flags = [(f["at"], f["flag"], f["detail"]) for f in d["flags"]]
     lines = [f"URL        {url}"]
     if norm != url:
         lines.append(f"normalized {norm}")
@@ -436,9 +447,11 @@ def rewrite_purged_originals(out: Path) -> str:
                if report.open_files_skipped else ""))
 
 
-def export(out: Path, kind: str, to: Path, *, as_json: bool = False, include_noindex: bool = False) -> str:
+def export(out: Path, kind: str, to: Path, *, as_json: bool = False,
+           include_noindex: bool = False) -> tuple[str, list[str]]:
     """`courtly export warc|cdxj|text`: never emits purged content (nor, in
-    text, noindex pages unless `include_noindex`)."""
+    text, noindex pages unless `include_noindex`). Returns the summary and one
+    warning per WARC file that could be read only in part."""
     from courtly.shell import export as ex
 
     store = _open(out)
@@ -459,13 +472,18 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False, include_noi
                                 include_noindex=include_noindex, token=_robots_token(out))
     else:
         raise ValueError(f"export kind must be warc, cdxj or text, not {kind!r}")
+    warnings = [d.message() for d in report.damaged]
     if as_json:
         return json.dumps({"kind": kind, "purges": len(plist), "files_in": report.files_in,
                            "files_out": report.files_out, "records_kept": report.records_kept,
                            "records_dropped": report.records_dropped, "lines": report.lines,
                            "open_files_skipped": report.open_files_skipped, "outputs": report.outputs,
-                           "noindex_left_out": report.noindex_left_out})
-    return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)")
+                           "noindex_left_out": report.noindex_left_out,
+                           "damaged": [{"file": d.file, "records_read": d.records_read,
+                                        "captures_read": d.captures_read, "captures_indexed": d.captures_indexed,
+                                        "intact_bytes": d.intact_bytes, "size": d.size, "detail": d.detail}
+                                       for d in report.damaged]}), warnings
+    return report.render(f"export {kind} to {to} ({len(plist)} purge(s) honoured)"), warnings
 
 
 CRAWL_FILES = ("crawl.db", "crawl.db-wal", "crawl.db-shm", "config.json", "lock")

@@ -212,6 +212,7 @@ def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver
         body_bytes_max=f.body_bytes_max, decoded_bytes_max=f.decoded_bytes_max,
         decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max, send_gate=send_gate,
         connections_max=connections_that_fit(f.connections_max),
+        accept_encoding=", ".join(f.accept_encodings) or "identity",
     )
     e = cfg.extract
     # 8 pages in flight per worker, not 2: the worker finds its next page waiting
@@ -389,7 +390,7 @@ def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = 
                         watch_api=watch_api)
 
 
-def port_problem(host: str, port: int) -> str:
+def port_problem(host: str, port: int, flag: str = "--status") -> str:
     """Why (host, port) cannot be served on, or "" (checked before a crawl starts)."""
     import socket
 
@@ -399,7 +400,7 @@ def port_problem(host: str, port: int) -> str:
         with socket.create_server((host, port)):
             return ""
     except OSError as e:
-        return f"--status {host}:{port}: {e.strerror}"
+        return f"{flag} {host}:{port}: {e.strerror}"
 
 
 def start_servers(servers: list):

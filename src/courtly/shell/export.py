@@ -26,6 +26,12 @@ companions of a dropped revisit (WARC-Concurrent-To / WARC-Refers-To). The
 ``warcinfo`` record stays. Records are copied byte for byte, gzip member by
 gzip member, so digests and framing stay exactly as written.
 
+Damaged files: a closed file cut short (a copy that stopped, a full disk) or
+corrupt is read up to its last whole record; the export keeps what was read
+and names the file in ``ExportReport.damaged`` (how many records were read,
+where the damage starts), so the caller can warn and exit non-zero instead
+of leaving pages out silently. A record that is cut itself is never exported.
+
 Rules: ``.open`` files (a crawl is writing them) are never read or touched;
 every output is written to a temporary name and renamed; an output file that
 would hold nothing but its ``warcinfo`` is not written (and one an earlier
@@ -38,18 +44,21 @@ import heapq
 import json
 import os
 import shutil
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from courtly.core.purge import PurgeList
-from courtly.shell.warc_index import OPEN_SUFFIX, WARC_SUFFIX, cdxj_path, fsync_dir, index_warc, iter_records
+from courtly.shell.warc_index import (OPEN_SUFFIX, WARC_SUFFIX, cdxj_path, fsync_dir, index_warc, intact_end,
+                                      iter_records)
 
-__all__ = ["ExportReport", "RecordPlan", "plan_file", "export_warc", "export_cdxj", "export_text",
+__all__ = ["Damage", "ExportReport", "RecordPlan", "plan_file", "export_warc", "export_cdxj", "export_text",
            "rewrite_originals", "warc_files"]
 
 _COPY_CHUNK_BYTES = 1 << 20
 _TEXT_KINDS = ("robots", "soft404-probe", "render-subrequest")   # fetches that are not pages
+_INDEXED_TYPES = ("response", "revisit", "resource")   # the records a CDXJ index lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,32 @@ class RecordPlan:
     fetch_kind: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A WARC file that could be read only in part."""
+
+    file: str
+    records_read: int      # whole records read (and exported unless purged)
+    intact_bytes: int      # where the damage starts
+    size: int
+    detail: str
+    captures_read: int = 0             # response, revisit and resource records among them
+    captures_indexed: int | None = None  # what the file's .cdxj (written when it was closed) lists
+
+    def message(self) -> str:
+        index = (f", {self.captures_read} of the {self.captures_indexed} captures its index lists"
+                 if self.captures_indexed is not None else "")
+        return (f"{self.file} is damaged (truncated or corrupt at byte {self.intact_bytes:,} of {self.size:,}: "
+                f"{self.detail}); {self.records_read} record(s) read{index}, the rest is missing from the export")
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    from warcio.exceptions import ArchiveLoadFailed
+
+    # ValueError: a digest mismatch (iter_records) or a malformed header
+    return (ArchiveLoadFailed, zlib.error, EOFError, ValueError)
+
+
 @dataclass(slots=True)
 class ExportReport:
     files_in: int = 0
@@ -75,6 +110,7 @@ class ExportReport:
     open_files_skipped: int = 0
     noindex_left_out: int = 0
     outputs: list[str] = field(default_factory=list)
+    damaged: list[Damage] = field(default_factory=list)
 
     def render(self, what: str) -> str:
         parts = [f"{what}: {self.files_in} WARC file(s) read, {self.records_dropped} purged record(s) left out"]
@@ -86,6 +122,8 @@ class ExportReport:
             parts.append(f"{self.noindex_left_out} noindex page(s) left out (--include-noindex keeps them)")
         if self.open_files_skipped:
             parts.append(f"{self.open_files_skipped} file(s) still being written skipped")
+        if self.damaged:
+            parts.append(f"{len(self.damaged)} damaged file(s) read in part")
         return ", ".join(parts)
 
 
@@ -98,20 +136,30 @@ def warc_files(warc_dir: Path) -> tuple[list[Path], int]:
     return closed, len(list(warc_dir.glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")))
 
 
-def plan_file(path: Path, purges: PurgeList) -> list[RecordPlan]:
-    """Every record of `path`, each marked kept or dropped (see module doc)."""
+def plan_file(path: Path, purges: PurgeList, damaged: list[Damage] | None = None) -> list[RecordPlan]:
+    """Every record of `path`, each marked kept or dropped (see module doc).
+    With `damaged`, a file read only in part is appended to it and its whole
+    records are planned; without, reading errors propagate."""
     rows = []
     dropped_ids: set[str] = set()
-    for rec in iter_records(path):
-        h = rec.warc_headers
-        url = h.get("WARC-Target-URI", "")
-        drop = bool(url) and purges.match(url) is not None
-        if rec.rec_type == "revisit" and not drop:
-            drop = purges.match(h.get("WARC-Refers-To-Target-URI", "")) is not None
-        if drop:
-            dropped_ids.add(h.get("WARC-Record-ID", ""))
-        kind = _fetch_kind(rec.payload) if rec.rec_type == "metadata" else ""
-        rows.append((rec, h, drop, kind))
+    detail = ""
+    try:
+        for rec in iter_records(path):
+            h = rec.warc_headers
+            url = h.get("WARC-Target-URI", "")
+            drop = bool(url) and purges.match(url) is not None
+            if rec.rec_type == "revisit" and not drop:
+                drop = purges.match(h.get("WARC-Refers-To-Target-URI", "")) is not None
+            if drop:
+                dropped_ids.add(h.get("WARC-Record-ID", ""))
+            kind = _fetch_kind(rec.payload) if rec.rec_type == "metadata" else ""
+            rows.append((rec, h, drop, kind))
+    except _read_errors() as e:
+        if damaged is None:
+            raise
+        detail = f"{type(e).__name__}: {e}"[:200]
+    if damaged is not None:
+        rows = _whole_rows(path, rows, detail, damaged)
     kinds = {h.get("WARC-Refers-To", ""): kind for rec, h, _d, kind in rows if kind}
     plans = []
     for rec, h, drop, _kind in rows:
@@ -120,6 +168,24 @@ def plan_file(path: Path, purges: PurgeList) -> list[RecordPlan]:
         plans.append(RecordPlan(rec.offset, rec.length, rec.rec_type, h.get("WARC-Target-URI", ""),
                                 h.get("WARC-Date", ""), not drop, kinds.get(h.get("WARC-Record-ID", ""), "")))
     return plans
+
+
+def _whole_rows(path: Path, rows: list, detail: str, damaged: list[Damage]) -> list:
+    """`rows` without a last record that the file cuts short; a damaged file
+    is appended to `damaged`. Only the last record read is checked against
+    the gzip framing: warcio reads a member cut at the end without an error."""
+    size = path.stat().st_size
+    start = rows[-1][0].offset if rows else 0
+    end = intact_end(path, start)
+    whole = [r for r in rows if r[0].offset + r[0].length <= end]
+    if end < size or detail:
+        index = cdxj_path(path)
+        indexed = sum(1 for line in index.read_text(encoding="utf-8").splitlines() if line.strip()) \
+            if index.exists() else None
+        captures = sum(r[0].rec_type in _INDEXED_TYPES for r in whole)
+        damaged.append(Damage(path.name, len(whole), end, size, detail or "the last record is cut short",
+                              captures, indexed))
+    return whole
 
 
 def _fetch_kind(block: bytes) -> str:
@@ -181,7 +247,9 @@ def export_warc(warc_dir: Path, purges: PurgeList, to_dir: Path) -> ExportReport
     files, still_open = warc_files(warc_dir)
     report = ExportReport(files_in=len(files), open_files_skipped=still_open)
     for src in files:
-        plans = plan_file(src, purges)
+        damaged_before = len(report.damaged)
+        plans = plan_file(src, purges, report.damaged)
+        whole = len(report.damaged) == damaged_before
         kept = sum(p.keep for p in plans)
         report.records_kept += kept
         report.records_dropped += len(plans) - kept
@@ -190,7 +258,7 @@ def export_warc(warc_dir: Path, purges: PurgeList, to_dir: Path) -> ExportReport
             for stale in (dst, cdxj_path(dst)):   # an earlier export of it must not outlive the purge
                 stale.unlink(missing_ok=True)
             continue
-        if kept == len(plans):
+        if kept == len(plans) and whole:
             tmp = dst.with_name(dst.name + ".tmp")
             shutil.copyfile(src, tmp)
             os.replace(tmp, dst)
@@ -248,7 +316,7 @@ def export_cdxj(warc_dir: Path, purges: PurgeList, to_file: Path) -> ExportRepor
     report = ExportReport(files_in=len(files), open_files_skipped=still_open)
     per_file = []
     for src in files:
-        plans = plan_file(src, purges)
+        plans = plan_file(src, purges, report.damaged)
         kept_offsets = {p.offset for p in plans if p.keep}
         report.records_kept += len(kept_offsets)
         report.records_dropped += len(plans) - len(kept_offsets)
@@ -296,7 +364,7 @@ def export_text(warc_dir: Path, purges: PurgeList, to_file: Path, *, decoded_byt
     tmp = _output_file(to_file)
     with open(tmp, "w", encoding="utf-8", newline="\n") as out:
         for src in files:
-            plans = plan_file(src, purges)
+            plans = plan_file(src, purges, report.damaged)
             report.records_kept += sum(p.keep for p in plans)
             report.records_dropped += sum(not p.keep for p in plans)
             for row in _texts(src, plans, decoded_bytes_max, decode_ratio_max, token):
@@ -312,6 +380,15 @@ def export_text(warc_dir: Path, purges: PurgeList, to_file: Path, *, decoded_byt
     return report
 
 
+def _records_until_damage(src: Path) -> Iterator:
+    """The records of `src` until the first reading error (plan_file has
+    reported the damage already)."""
+    try:
+        yield from iter_records(src)
+    except _read_errors():
+        return
+
+
 def _texts(src: Path, plans: list[RecordPlan], decoded_bytes_max: int, ratio_max: float,
            token: str) -> Iterator[dict]:
     from courtly.core.links import extract_links, is_html
@@ -321,7 +398,7 @@ def _texts(src: Path, plans: list[RecordPlan], decoded_bytes_max: int, ratio_max
     pages = {p.offset: p for p in plans if p.keep and p.rec_type == "response" and p.fetch_kind not in _TEXT_KINDS}
     if not pages:
         return
-    for rec in iter_records(src):
+    for rec in _records_until_damage(src):
         plan = pages.get(rec.offset)
         if plan is None or not (rec.http_status or "").startswith("2"):
             continue

@@ -69,7 +69,9 @@ from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
 __all__ = ["FetchResult", "Http1Fetcher", "ACCEPT_DEFAULT", "ACCEPT_ENCODING"]
 
 ACCEPT_DEFAULT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-ACCEPT_ENCODING = "gzip, deflate, br, zstd"
+# Only codings the WARC ecosystem decodes (config: fetch.accept_encodings);
+# br and zstd are decoded when a server sends them anyway.
+ACCEPT_ENCODING = "gzip, deflate"
 DECODE_INLINE_BYTES_MAX = 1 << 20  # larger encoded bodies are decoded in a thread
 HEADERS_COUNT_MAX = 128
 
@@ -124,6 +126,7 @@ class Http1Fetcher:
         connections_per_host_max: int = 4,
         idle_s: float = 15.0,
         accept: str = ACCEPT_DEFAULT,
+        accept_encoding: str = ACCEPT_ENCODING,
         ssl_context: ssl.SSLContext | None = None,
         wall_clock: Callable[[], float] = time.time,
         send_gate: bool = False,
@@ -145,7 +148,7 @@ class Http1Fetcher:
         self._ssl = ssl_context
         self._wall_clock = wall_clock
         self._send_gate = send_gate
-        self._base = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": ACCEPT_ENCODING}
+        self._base = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": accept_encoding}
         for name, value in self._base.items():
             if not _header_ok(name, value):
                 raise ValueError(f"invalid header {name}: {value!r}")

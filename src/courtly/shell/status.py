@@ -13,6 +13,16 @@ adapts a live `Crawler` to `StatusSource`, and tests use fakes.
     GET /api/review            the review queue (open trap suspicions)
     GET /api/explain?url=      one URL's history
     ... and, in a monitor crawl, the watch list API, changes and feeds (shell/watch_api)
+    GET /api/info              what the source is: {"mode": "live"} or a folder's {"mode", "out", "replay"}
+
+A source that reads the crawl folder (`courtly serve`, and a live crawl's
+observer) adds these, and the page shows them (404 otherwise); each may
+answer with an awaitable:
+
+    GET /api/urls?state=&reason=&host=&offset=&limit=   one page of URL records
+    GET /api/timeline?buckets=  the whole crawl's fetch log per time bucket
+    GET /capture?url=&warc=     the archived response of one capture, content-decoded,
+                                sandboxed (CSP sandbox: no script runs, nothing loads)
 
 Rules: binds to loopback unless told otherwise (there is no authentication),
 and then answers only requests whose Host names a loopback address (DNS
@@ -38,7 +48,7 @@ from aiohttp import web
 
 from courtly.shell import metrics
 
-__all__ = ["StatusSource", "StatusServer", "BadRequest", "HOST_COLUMNS", "HOST_SORTS",
+__all__ = ["StatusSource", "StatusServer", "BadRequest", "HOST_COLUMNS", "HOST_EXTRA_COLUMNS", "HOST_SORTS",
            "HOSTS_LIMIT_MAX", "DECISIONS_LIMIT_MAX"]
 
 log = logging.getLogger("courtly.status")
@@ -56,7 +66,12 @@ HOST_COLUMNS: tuple[str, ...] = (
     "trap",           # open trap suspicion rules ("" when none)
     "fetches",        # requests made to the key
 )
-HOST_SORTS = frozenset(HOST_COLUMNS)
+# Columns a folder source adds to each row (and sorts by); a live row may lack them.
+HOST_EXTRA_COLUMNS: tuple[str, ...] = ("state", "fetched", "denied_total", "errors")
+HOST_SORTS = frozenset(HOST_COLUMNS + HOST_EXTRA_COLUMNS)
+URLS_LIMIT_MAX = 500
+TIMELINE_BUCKETS_MAX = 500
+CAPTURE_BYTES_MAX = 50 * 2**20
 HOSTS_LIMIT_MAX = 500
 DECISIONS_LIMIT_MAX = 1000
 QUERY_LEN_MAX = 200
@@ -126,7 +141,7 @@ def host_params(q) -> dict:
     """offset, limit, sort, desc, query from a query mapping; raises BadRequest."""
     sort = q.get("sort") or "key"
     if sort not in HOST_SORTS:
-        raise BadRequest(f"sort must be one of {', '.join(HOST_COLUMNS)}, not {sort[:40]!r}")
+        raise BadRequest(f"sort must be one of {', '.join(HOST_COLUMNS + HOST_EXTRA_COLUMNS)}, not {sort[:40]!r}")
     query = q.get("q", "")
     if len(query) > QUERY_LEN_MAX:
         raise BadRequest(f"q is longer than {QUERY_LEN_MAX} characters")
@@ -228,6 +243,10 @@ class StatusServer:
         app.router.add_get("/api/explain", self._explain)
         if self.watch_api is not None:
             self.watch_api.add_routes(app.router)
+        app.router.add_get("/api/info", self._info)
+        app.router.add_get("/api/urls", self._urls)
+        app.router.add_get("/api/timeline", self._timeline)
+        app.router.add_get("/capture", self._capture)
         return app
 
     async def start(self) -> int:
@@ -324,3 +343,72 @@ class StatusServer:
         if inspect.isawaitable(result):
             result = await result
         return _json(result)
+
+    # ---- the views of a folder source ------------------------------------------------
+
+    def _view(self, name: str):
+        fn = getattr(self.source, name, None)
+        if fn is None:
+            raise web.HTTPNotFound(reason=f"this source has no {name} view (courtly serve has)")
+        return fn
+
+    async def _info(self, request: web.Request) -> web.Response:
+        info = getattr(self.source, "info", None)
+        return _json(info() if info else {"mode": "live"})
+
+    async def _urls(self, request: web.Request) -> web.Response:
+        q = request.query
+        args = {name: _text(q, name) or None for name in ("state", "reason", "host")}
+        offset = _int(q, "offset", 0, 0, OFFSET_MAX)
+        limit = _int(q, "limit", 50, 1, URLS_LIMIT_MAX)
+        try:
+            total, rows = await _maybe(self._view("urls")(offset=offset, limit=limit, **args))
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        return _json({"total": total, "offset": offset, "limit": limit, **args, "rows": rows})
+
+    async def _timeline(self, request: web.Request) -> web.Response:
+        buckets = _int(request.query, "buckets", 120, 1, TIMELINE_BUCKETS_MAX)
+        return _json(await _maybe(self._view("timeline")(buckets)))
+
+    async def _capture(self, request: web.Request) -> web.Response:
+        import asyncio
+
+        from courtly.shell.decode import decode_body
+        from courtly.shell.warc_index import read_record
+
+        url, warc = _text(request.query, "url", URL_LEN_MAX), _text(request.query, "warc")
+        if not url or not warc:
+            raise BadRequest("url and warc are required")
+        found = await _maybe(self._view("capture")(url, warc))
+        rec = await asyncio.to_thread(read_record, *found) if found else None
+        if rec is None or rec.warc_headers.get("WARC-Target-URI") != url:
+            return web.Response(status=404, text="no such capture in this crawl's fetch log and WARC files")
+        headers = [(k.lower(), v) for k, v in rec.http_headers]
+        codings = ", ".join(v for k, v in headers if k == "content-encoding")
+        body = rec.payload
+        if rec.rec_type == "response":
+            decoded = decode_body(body, codings or None, decoded_bytes_max=CAPTURE_BYTES_MAX, ratio_max=1000.0)
+            body = body if decoded.error else decoded.content
+        else:   # a revisit: the payload is in the record it refers to
+            body = (f"revisit of {rec.warc_headers.get('WARC-Refers-To-Target-URI', '')} "
+                    f"({rec.warc_headers.get('WARC-Refers-To-Date', '')}), identical payload").encode()
+            headers = [("content-type", "text/plain; charset=utf-8")]
+        ctype = next((v for k, v in headers if k == "content-type"), "application/octet-stream")
+        return web.Response(body=body, headers={
+            "Content-Type": ctype, "Cache-Control": "no-store",
+            "Content-Security-Policy": "sandbox; default-src 'none'; style-src 'unsafe-inline'",
+            "Courtly-Archived-Status": str(rec.http_status or ""),
+            "Courtly-Archived-Date": rec.warc_headers.get("WARC-Date", "")})
+
+
+async def _maybe(result):
+    """A source's answer, awaited when it is awaitable (a store read in a thread)."""
+    return await result if inspect.isawaitable(result) else result
+
+
+def _text(q, name: str, len_max: int = QUERY_LEN_MAX) -> str:
+    raw = q.get(name, "").strip()
+    if len(raw) > len_max:
+        raise BadRequest(f"{name} is longer than {len_max} characters")
+    return raw

@@ -49,7 +49,9 @@ __all__ = [
     "cdxj_path",
     "fsync_dir",
     "index_warc",
+    "intact_end",
     "iter_records",
+    "read_record",
     "repair",
     "status_and_mime",
     "write_cdxj",
@@ -334,21 +336,29 @@ def repair(folder: Path, now: float | None = None) -> list[Path]:
     return sorted(repaired)
 
 
-def _complete_prefix_bytes(path: Path) -> int:
-    end = 0
+def intact_end(path: Path, start: int = 0) -> int:
+    """Where the run of complete gzip members, each one whole WARC record,
+    that starts at byte `start` ends (the file's size when nothing is cut)."""
+    return _complete_prefix_bytes(path, start)
+
+
+def _complete_prefix_bytes(path: Path, start: int = 0) -> int:
+    end = start
     with open(path, "rb") as fh:
-        for offset, length, data in _scan_members(fh):
+        fh.seek(start)
+        for offset, length, data in _scan_members(fh, start):
             if offset != end or _parse_record(data) is None:
                 break
             end = offset + length
     return end
 
 
-def _scan_members(fh: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
-    """Yield (offset, length, decompressed bytes) per complete gzip member;
-    stop silently at the first truncated or corrupt member."""
+def _scan_members(fh: BinaryIO, at: int = 0) -> Iterator[tuple[int, int, bytes]]:
+    """Yield (offset, length, decompressed bytes) per complete gzip member from
+    `fh`'s position (file offset `at`); stop silently at the first truncated
+    or corrupt member."""
     buf = b""  # bytes read from the file, not yet decompressed
-    buf_at = 0  # file offset of buf[0]
+    buf_at = at  # file offset of buf[0]
     while True:
         buf = buf or fh.read(_SCAN_CHUNK_BYTES)
         if not buf:
@@ -405,19 +415,42 @@ def iter_records(path: Path, *, check_digests: bool = True) -> Iterator[StoredRe
     with open(path, "rb") as fh:
         it = ArchiveIterator(fh, check_digests=check_digests)
         for record in it:
-            payload = record.raw_stream.read()
-            if check_digests and record.digest_checker.passed is False:
-                raise ValueError(f"digest mismatch: {list(record.digest_checker.problems)}")
-            http = record.http_headers
-            yield StoredRecord(
-                rec_type=record.rec_type,
-                offset=it.get_record_offset(),
-                length=it.get_record_length() or 0,
-                warc_headers=dict(record.rec_headers.headers),
-                http_status=http.get_statuscode() if http and record.rec_type != "request" else None,
-                http_headers=list(http.headers) if http else [],
-                payload=payload,
-            )
+            yield _stored(record, it, check_digests)
+
+
+def read_record(path: Path, offset: int) -> StoredRecord | None:
+    """The one record at `offset` of a WARC file (digests checked), or None
+    when no record starts there."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        it = ArchiveIterator(fh, check_digests=True)
+        try:
+            for record in it:
+                rec = _stored(record, it, True)
+                return StoredRecord(rec.rec_type, offset, rec.length, rec.warc_headers, rec.http_status,
+                                    rec.http_headers, rec.payload)
+        except (ArchiveLoadFailed, OSError, EOFError, zlib.error):
+            return None
+    return None
+
+
+def _stored(record, it, check_digests: bool) -> StoredRecord:
+    payload = record.raw_stream.read()
+    if check_digests and record.digest_checker.passed is False:
+        raise ValueError(f"digest mismatch: {list(record.digest_checker.problems)}")
+    http = record.http_headers
+    return StoredRecord(
+        rec_type=record.rec_type,
+        offset=it.get_record_offset(),
+        length=it.get_record_length() or 0,
+        warc_headers=dict(record.rec_headers.headers),
+        http_status=http.get_statuscode() if http and record.rec_type != "request" else None,
+        http_headers=list(http.headers) if http else [],
+        payload=payload,
+    )
 
 
 # ---------------------------------------------------------------- small parts

@@ -77,14 +77,24 @@ _HTML = "text/html; charset=utf-8"
 _DEEP = b"<!DOCTYPE html><html><body>" + b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000 + b"</body></html>"
 
 
-def plan(name: str) -> HostilePlan:
-    """The plan for /hostile/<name> (names from webconfig.HOSTILE_BODIES)."""
+def _accepts(accept_encoding: str | None, coding: str) -> bool:
+    if accept_encoding is None:
+        return True   # no header: any coding is acceptable (RFC 9110 12.5.3)
+    return coding in {part.split(";")[0].strip().lower() for part in accept_encoding.split(",")}
+
+
+def plan(name: str, accept_encoding: str | None = None) -> HostilePlan:
+    """The plan for /hostile/<name> (names from webconfig.HOSTILE_BODIES).
+    The br and zstd bombs negotiate like a real server: a client whose
+    Accept-Encoding (when it sends one) does not name the coding gets the
+    bomb gzip-coded."""
     if name == "gzip-bomb":
         return HostilePlan((("Content-Type", _HTML), ("Content-Encoding", "gzip")), bomb="gzip")
-    if name == "brotli-bomb":
-        return HostilePlan((("Content-Type", _HTML), ("Content-Encoding", "br")), bomb="br")
-    if name == "zstd-bomb":
-        return HostilePlan((("Content-Type", _HTML), ("Content-Encoding", "zstd")), bomb="zstd")
+    if name in ("brotli-bomb", "zstd-bomb"):
+        coding = "br" if name == "brotli-bomb" else "zstd"
+        if not _accepts(accept_encoding, coding):
+            coding = "gzip"
+        return HostilePlan((("Content-Type", _HTML), ("Content-Encoding", coding)), bomb=coding)
     if name == "endless-chunked":
         return HostilePlan((("Content-Type", _HTML),), stream="endless-chunked")
     if name == "drip":

@@ -136,7 +136,7 @@ def _serve(web: SimWeb, spec: HostSpec, state: RouteState, req: Request, now: fl
         path, _, query = req.target.partition("?")
         return Reply(200, [("Content-Type", _HTML)], render_trap(lay, path, query), tag=res.tag)
     if kind == "hostile":
-        p = hostile.plan(res.variant)
+        p = hostile.plan(res.variant, req.headers.get("Accept-Encoding"))
         return Reply(200, list(p.headers), p.body, tag=res.tag, stream=p.stream, bomb=p.bomb)
     if kind == "pdf":
         return Reply(200, [("Content-Type", "application/pdf")], render_pdf(lay, res.page))

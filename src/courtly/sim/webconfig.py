@@ -70,8 +70,8 @@ ROBOTS_VARIANTS: dict[str, str] = {
 
 HOSTILE_BODIES: dict[str, str] = {
     "gzip-bomb": "Content-Encoding: gzip, bomb_bytes of zeros compressed ~1000:1",
-    "brotli-bomb": "Content-Encoding: br, bomb_bytes of zeros",
-    "zstd-bomb": "Content-Encoding: zstd, bomb_bytes of zeros",
+    "brotli-bomb": "Content-Encoding: br, bomb_bytes of zeros (gzip to a client that does not accept br)",
+    "zstd-bomb": "Content-Encoding: zstd, bomb_bytes of zeros (gzip to a client that does not accept zstd)",
     "endless-chunked": "chunked body that never ends (server cap: stream_bytes_max / stream_time_max_s)",
     "drip": "one byte every drip_interval_s (Content-Length set)",
     "huge-headers": "200 headers of 1 KiB plus one 64 KiB header",

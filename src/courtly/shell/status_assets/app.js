@@ -230,6 +230,8 @@
     return body;
   }
 
+  window.CourtlyPage = { el, getJSON };   // for views.js
+
   function setConn(ok, text) {
     const c = $("#conn");
     c.textContent = text;
@@ -245,8 +247,10 @@
       drawCharts(s);
       snapshots += 1;
       document.body.dataset.snapshots = String(snapshots);
-      setConn(true, "live · " + clock(s.now));
-      $("#uptime").textContent = s.started_at ? "running " + fmt.secs(Math.max(0, s.now - s.started_at)) : "not started";
+      setConn(true, (document.body.dataset.mode === "folder" ? "crawl folder · " : "live · ") + clock(s.now));
+      $("#uptime").textContent = document.body.dataset.mode === "folder"
+        ? (s.last_request_at ? "last request " + when(s.last_request_at) : "no request yet")
+        : s.started_at ? "running " + fmt.secs(Math.max(0, s.now - s.started_at)) : "not started";
     } catch (e) {
       setConn(false, "disconnected");
     }
@@ -273,7 +277,13 @@
       el("td", { class: "num" }, r.budget_left == null ? "–" : fmt.int(r.budget_left)),
       el("td", { class: r.trap ? "bad" : "" }, r.trap || ""),
       el("td", { class: "num" }, fmt.int(r.fetches || 0)),
-    ];
+    ].concat("fetched" in r ? [   // a crawl folder's rows (courtly serve) say more
+      el("td", { class: r.state === "trap" || r.state === "backing off" ? "bad" : "" }, r.state),
+      el("td", { class: "num" }, fmt.int(r.fetched || 0)),
+      el("td", { class: "num" }, fmt.int(r.denied_total || 0)),
+      el("td", { class: "num" + (r.errors ? " bad" : "") }, fmt.int(r.errors || 0)),
+      el("td", { class: "muted" }, Object.entries(r.denied || {}).map(([k, v]) => k + " " + fmt.int(v)).join(", ")),
+    ] : []);
   }
 
   async function loadHosts() {
@@ -286,6 +296,8 @@
       hostState.total = d.total;
       const body = $("#host-table tbody");
       body.replaceChildren(...d.rows.map((r) => el("tr", { "data-key": r.key }, ...hostCells(r, d.now))));
+      const extra = d.rows.length > 0 && "fetched" in d.rows[0];
+      document.querySelectorAll("#host-table th.extra").forEach((th) => { th.hidden = !extra; });
       if (!d.rows.length) body.append(el("tr", {}, el("td", { colspan: "10", class: "muted" }, hostState.q ? "no host matches" : "no hosts yet")));
       const first = d.total ? d.offset + 1 : 0;
       $("#host-range").textContent = first + "–" + (d.offset + d.rows.length) + " of " + fmt.int(d.total);
@@ -386,11 +398,12 @@
       parts.push(el("h3", {}, "Requests"));
       if ((d.fetches || []).length) {
         parts.push(el("table", { class: "grid", id: "explain-fetches" },
-          el("thead", {}, el("tr", {}, ...["When", "Kind", "Status", "Bytes", "Time", "IP", "WARC"].map((h) => el("th", {}, h)))),
+          el("thead", {}, el("tr", {}, ...["When", "Kind", "Status", "Bytes", "Time", "IP", "WARC", "Replay"].map((h) => el("th", {}, h)))),
           el("tbody", {}, ...d.fetches.map((f) => el("tr", {},
             el("td", {}, when(f.at)), el("td", {}, f.kind), el("td", { class: f.status >= 400 || !f.status ? "bad" : "" }, f.status ? String(f.status) : "error " + f.error),
             el("td", { class: "num" }, fmt.int(f.bytes || 0)), el("td", { class: "num" }, fmt.secs(f.elapsed_s || 0)),
-            el("td", { class: "mono" }, f.ip || "–"), el("td", { class: "mono" }, f.warc || "–"))))));
+            el("td", { class: "mono" }, f.ip || "–"), el("td", { class: "mono" }, f.warc || "–"),
+            el("td", {}, f.replay ? el("a", { href: f.replay, target: "_blank", rel: "noopener", class: "replay" }, "replay") : "–"))))));
       } else {
         parts.push(el("p", { class: "muted" }, rec.state === "queued" ? "Queued, not fetched yet." : "No request was made for this URL."));
       }
