@@ -112,7 +112,7 @@ def test_monitor_reports_each_real_change_once_retries_failing_hooks_and_publish
     finally:
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr[-2000:]
+    assert proc.returncode == 130, stderr[-2000:]   # stopped by SIGINT: resumable (runtime/exits)
 
     ok = site.received("/hook-ok")
     assert [e["url"] for e in ok] == [site.url("/real")] * 2, ok     # one per real change, none for noise
