@@ -44,7 +44,10 @@
 #define SHINGLE_MAX 16
 #define DROP_MAX 64 /* words simhash() may be asked to leave out */
 
-#include "_xxh64.h"
+/* XXH64 (seed 0) is the upstream xxHash header's (Debian: libxxhash-dev),
+ * inlined: setup.py checks for it and skips this extension without it. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 /* ---------------------------------------------------------------- SimHash */
 
@@ -179,13 +182,12 @@ static size_t compact_words(const unsigned char *data, size_t len, unsigned char
     return n;
 }
 
-/* buf holds buf_len bytes of words and XXH_PAD more (zeroed here). */
+/* The SimHash of the n words of buf[0:buf_len], starting at starts[]. */
 static uint64_t simhash_words(unsigned char *buf, size_t buf_len, const uint32_t *starts, size_t n,
                               size_t shingle)
 {
     if (n == 0)
         return 0;
-    memset(buf + buf_len, 0, XXH_PAD);
     size_t grams = n <= shingle ? 1 : n - shingle + 1;
     Votes v;
     uint64_t hashes[HASH_BATCH];
@@ -196,7 +198,7 @@ static uint64_t simhash_words(unsigned char *buf, size_t buf_len, const uint32_t
             size_t last = i + b + shingle; /* first word after the shingle */
             size_t stop = last >= n ? buf_len : (size_t)starts[last] - 1;
             size_t len = stop - starts[i + b];
-            hashes[b] = len < 32 ? xxh64_short(buf + starts[i + b], len) : xxh64(buf + starts[i + b], len);
+            hashes[b] = XXH64(buf + starts[i + b], len, 0);
         }
         votes_add_all(&v, hashes, batch);
     }
@@ -383,7 +385,7 @@ static int words_of(PyObject *obj, Words *w, int lower)
         PyErr_SetString(PyExc_ValueError, "text too large for simhash (4 GiB of UTF-8 at most)");
         return -1;
     }
-    w->buf = PyMem_RawMalloc(size + 1 + XXH_PAD);
+    w->buf = PyMem_RawMalloc(size + 16); /* + 16: compact_words' 16-byte stores */
     w->starts = PyMem_RawMalloc(sizeof(uint32_t) * (len / 2 + 2 + 4)); /* + 4: compact_words writes ahead */
     if (w->buf == NULL || w->starts == NULL) {
         words_free(w);
@@ -535,7 +537,7 @@ static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "y*:xxh64", &view))
         return NULL;
-    uint64_t h = xxh64((const unsigned char *)view.buf, (size_t)view.len);
+    uint64_t h = XXH64(view.buf, (size_t)view.len, 0);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLongLong(h);
 }

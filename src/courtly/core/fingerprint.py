@@ -17,7 +17,7 @@ What it owns
   machines and Python versions (never ``hash()``); the empty text is 0.
   Two implementations, bit-identical (fingerprints are stored in crawl
   databases; the tests compare them): the compiled `courtly.core._speedups`
-  (C, its own XXH64; built by ``pip install``, optional) when it imports
+  (C, with the upstream xxHash header's XXH64; built by ``pip install``, optional) when it imports
   (`NATIVE`), else `simhash64_py`. ``drop=`` leaves words out first (the
   soft-404 fingerprint leaves out the words of the requested URL).
 * `NearDupIndex`: fingerprints within `distance_max` bits, found by four
