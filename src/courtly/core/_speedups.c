@@ -163,7 +163,7 @@ static size_t compact_words(const unsigned char *data, size_t len, unsigned char
         __m128i lowered = _mm_add_epi8(c, _mm_and_si128(upper, case_bit));
         __m128i o = _mm_or_si128(_mm_and_si128(word, lowered), _mm_andnot_si128(word, space));
         _mm_storeu_si128((__m128i *)(buf + out), o);
-        unsigned t = s | 0x10000;
+        unsigned t = s | 0xF0000; /* four sentinel bits: ctz never sees 0 (undefined) */
         starts[n] = (uint32_t)(out + (unsigned)__builtin_ctz(t));
         t &= t - 1;
         starts[n + 1] = (uint32_t)(out + (unsigned)__builtin_ctz(t));
