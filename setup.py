@@ -8,8 +8,8 @@ scan, links' anchor scan). It hashes with the upstream xxHash header
 
 It is optional: without a C compiler, the Python headers or `xxhash.h` the
 build says so in one line and the install goes on, and the pure-Python paths
-are used. `COURTLY_CFLAGS` (space-separated) is added to the compiler flags
-(.ci/sanitize builds with the sanitizers that way).
+are used. The compiler takes the usual CFLAGS and LDFLAGS (.ci/sanitize
+builds with ASan and UBSan that way).
 """
 
 import os
@@ -30,9 +30,6 @@ class BuildExt(build_ext):
     the extension is skipped with one clear line instead of a compiler error."""
 
     def build_extensions(self) -> None:
-        extra = os.environ.get("COURTLY_CFLAGS", "").split()
-        for ext in self.extensions:
-            ext.extra_compile_args = [*ext.extra_compile_args, *extra]
         if not self._finds_xxhash():
             print(XXHASH_MISSING, file=sys.stderr)
             return
