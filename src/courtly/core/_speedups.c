@@ -16,10 +16,11 @@
  * A shingle is `shingle` consecutive words joined by one space (all words
  * when there are no more than `shingle`); each shingle votes with the 64 bits
  * of its XXH64 (seed 0); bit b of the result is 1 when more than half of the
- * votes have bit b set. No words: 0. With `drop` (a tuple of at most
- * DROP_MAX bytes), words equal to one of them are left out first (the
- * soft-404 fingerprint leaves out the words of the requested URL). With
- * `lower` true, a str is read as str.lower() would give it (compact_lower:
+ * votes have bit b set (the same as Python's, by
+ * test_speedups.py::test_native_and_python_agree_on_any_text). No words: 0.
+ * With `drop` (a tuple of at most DROP_MAX bytes), words equal to one of
+ * them are left out first (the soft-404 fingerprint leaves out the words of
+ * the requested URL). With `lower` true, a str is read as str.lower() would give it (compact_lower:
  * no lowercased copy of the text is made; ASCII is lowercased as it is split
  * anyway).
  *
@@ -116,7 +117,8 @@ static void votes_add_all(Votes *v, const uint64_t *hashes, size_t count)
  * is written always and kept (out advances) when it is a word byte or the
  * first separator after a word; starts[n] is written always and kept when a
  * word begins. With SSE2 (every x86-64), blocks of 16 bytes that drop no
- * byte and start at most 4 words go whole (~28 -> ~14 us on 30 KB of text).
+ * byte and start at most 4 words go whole (the same words as the byte loop:
+ * test_speedups_worker.py::test_native_words_of_ascii_in_16_byte_blocks_are_the_regex_words).
  * buf needs len + 16 bytes, starts len / 2 + 6 entries. */
 static inline void compact_byte(unsigned char c, unsigned char *buf, uint32_t *starts, size_t *n, size_t *out,
                                 unsigned *prev)
@@ -258,8 +260,8 @@ static size_t compact_unicode(int kind, const void *data, size_t len, unsigned c
  * (two characters) and U+03A3 (final sigma: depends on the neighbours);
  * the caller leaves texts holding either to str.lower(). A word is a run of
  * lowered characters that re's \w matches, as compact_unicode; ASCII takes
- * compact_byte's branch-free step. str.lower() itself costs ~90 us on a
- * 30 KB text with a few non-ASCII characters; this pass ~30 us. Never
+ * compact_byte's branch-free step: a fraction of str.lower()'s cost
+ * (docs/performance.md). Never
  * longer than compact_unicode's output: a character's lowercase needs no
  * more UTF-8 bytes than its kind allows (the tests check every one). */
 static inline void compact_wide(Py_UCS4 lo, unsigned char *buf, uint32_t *starts, size_t *n, size_t *out,

@@ -80,7 +80,8 @@ Bounds: per host `templates_max` templates (then one overflow template) and
 `session_keys_max` pages with session ids; `templates_total_max` templates over
 all hosts (slug URLs make one template per page: without it ten million queued
 URLs kept ~2.5 GB of templates); `hosts_max` hosts (least recently used first,
-hosts with suspicions kept). Cost: ~5-7 us per new URL (bench/admission_micro.py).
+hosts with suspicions kept). Cost per new URL: bench/admission_micro.py and
+docs/performance.md.
 """
 
 from __future__ import annotations
