@@ -20,8 +20,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 XXHASH_MISSING = (
-    "courtly: xxhash.h not found (Debian: apt-get install libxxhash-dev); "
-    "the C extension courtly.core._speedups is skipped, the pure-Python paths are used"
+    "courtly: the C extension courtly.core._speedups is skipped: no C compiler, or no xxhash.h "
+    "(Debian: apt-get install gcc libxxhash-dev); the pure-Python paths are used"
 )
 
 

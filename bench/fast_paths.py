@@ -28,7 +28,7 @@ for p in (ROOT / "src", ROOT / "bench"):
 
 import surt  # noqa: E402
 
-from courtly.core import fingerprint, href, links, maintext  # noqa: E402
+from courtly.core import fingerprint, href, links, maintext, urls  # noqa: E402
 from courtly.shell import extract_worker, fetcher, warc_index  # noqa: E402
 from extract_steps import CT, bench_pages, best_us  # noqa: E402
 
@@ -88,15 +88,36 @@ def main() -> None:
         print(f"  {label:<58} {base:>5.0f} -> {us:>5.0f} us/page: saves {us - base:>5.0f} us,"
               f" {(us - base) / base * 100:5.1f} % of the task")
 
-    urls = sorted({u for url, body in pages for u, *_ in links.link_fields(body, url, content_type=CT)[0]})
-    urls = [u for u in urls if u.startswith("http")][:5000]
+    found = sorted({u for url, body in pages for u, *_ in links.link_fields(body, url, content_type=CT)[0]})
+    found = [u for u in found if u.startswith("http")][:5000]
     rows: list[tuple[str, Callable[[str], object], Callable[[str], object]]] = [
         ("fetcher URL split: common spelling -> parsed", fetcher._split_url, fetcher._split_url_parsed),
         ("CDXJ SURT key: plain-URL shortcut -> surt.surt", warc_index._surt_key, surt.surt),
     ]
     for label, fast, plain in rows:
-        f, p = best_us(fast, urls, args.repeat), best_us(plain, urls, args.repeat)
-        print(f"  {label:<58} {f:>7.2f} vs {p:.2f} us/URL ({len(urls)} URLs)")
+        f, p = best_us(fast, found, args.repeat), best_us(plain, found, args.repeat)
+        print(f"  {label:<58} {f:>7.2f} vs {p:.2f} us/URL ({len(found)} URLs)")
+
+    # normalize_url of every link of a page, as admission does, with urlfast's
+    # common-spelling path and without it (what tests/core/test_urlfast.py switches off)
+    page_links = [[u for u, *_ in links.link_fields(body, url, content_type=CT)[0]] for url, body in pages]
+
+    def normalize_page(page: list[str]) -> None:
+        for u in page:
+            try:
+                urls.normalize_url(u)
+            except urls.UrlError:
+                pass
+
+    fast = plain = float("inf")
+    for _ in range(args.repeat):
+        fast = min(fast, best_us(normalize_page, page_links, 1))
+        with _swapped(urls, "common_match", lambda u: None), _swapped(urls, "fast_parts", lambda u: None):
+            plain = min(plain, best_us(normalize_page, page_links, 1))
+    per_page = sum(map(len, page_links)) / len(page_links)
+    label = "normalize_url of a page's links: urlfast -> full path"
+    print(f"  {label:<58} {fast:>7.0f} vs {plain:.0f} us/page"
+          f" ({per_page:.0f} links a page)")
 
 
 if __name__ == "__main__":
