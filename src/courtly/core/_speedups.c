@@ -20,9 +20,9 @@
  * test_speedups.py::test_native_and_python_agree_on_any_text). No words: 0.
  * With `drop` (a tuple of at most DROP_MAX bytes), words equal to one of
  * them are left out first (the soft-404 fingerprint leaves out the words of
- * the requested URL). With `lower` true, a str is read as str.lower() would give it (compact_lower:
- * no lowercased copy of the text is made; ASCII is lowercased as it is split
- * anyway).
+ * the requested URL). With `lower` true, a str is read as str.lower() would
+ * give it (compact_lower: no lowercased copy of the text is made; ASCII is
+ * lowercased as it is split anyway).
  *
  * words(data, lower=False) -> bytes: the words simhash() reads, one space
  * apart (tests).
@@ -261,9 +261,9 @@ static size_t compact_unicode(int kind, const void *data, size_t len, unsigned c
  * the caller leaves texts holding either to str.lower(). A word is a run of
  * lowered characters that re's \w matches, as compact_unicode; ASCII takes
  * compact_byte's branch-free step: a fraction of str.lower()'s cost
- * (docs/performance.md). Never
- * longer than compact_unicode's output: a character's lowercase needs no
- * more UTF-8 bytes than its kind allows (the tests check every one). */
+ * (docs/performance.md). Never longer than compact_unicode's output: a
+ * character's lowercase needs no more UTF-8 bytes than its kind allows (the
+ * tests check every one). */
 static inline void compact_wide(Py_UCS4 lo, unsigned char *buf, uint32_t *starts, size_t *n, size_t *out,
                                 unsigned *prev)
 {
