@@ -98,7 +98,7 @@ class Cluster:
                 codes[wid] = proc.wait(timeout=left)
             except subprocess.TimeoutExpired:
                 self.stop_all()
-                raise AssertionError(f"worker {wid} did not finish in {timeout} s:\n" + self.tail(wid))
+                raise AssertionError(f"worker {wid} did not finish in {timeout} s:\n" + self.tail(wid)) from None
         return codes
 
     def stop_all(self) -> None:

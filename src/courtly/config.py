@@ -340,8 +340,9 @@ class ExtractSection:
     memory_bytes_max: int = 512 * 2**20
     links_max: int = 5000
     # A worker is replaced after this many pages (a slow leak cannot grow for
-    # ever). A new worker costs ~0.2 CPU-s to start, so every 1,000 pages was
-    # ~0.2 ms a page; the memory limit still caps each worker.
+    # ever). Starting a worker costs CPU, so recycling often costs a
+    # measurable share of a page (docs/performance.md, "Figures moved out of
+    # the code"); the memory limit still caps each worker.
     tasks_per_child: int = 10_000
     # Fetched pages waiting for (or in) extraction. At the limit the fetch
     # tasks wait: fetching cannot run ahead of extraction, so the bodies held

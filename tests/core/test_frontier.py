@@ -301,7 +301,7 @@ def _script(seed: int) -> list[tuple[str, tuple[str, ...]]]:
     n = 0
     now = 0.0
     live: list[Lease] = []
-    for step in range(400):
+    for _step in range(400):
         r = ops.random()
         if r < 0.45:
             key = f"k{ops.randrange(12)}"

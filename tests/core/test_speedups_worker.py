@@ -297,8 +297,8 @@ def test_only_ascii_letters_lowercase_to_the_nofollow_words():
 
 def test_native_short_shingle_hash_is_xxh64_at_every_length():
     """A one-word text's SimHash with shingles of one word is the XXH64 of
-    that word (one vote per bit): the branch-free hash of shingles under 32
-    bytes, checked against the xxhash package at every length around it."""
+    that word (one vote per bit): the hash of shingles around XXH64's 32-byte
+    stripe, checked against the xxhash package at every length."""
     import random
 
     import xxhash

@@ -71,7 +71,7 @@ def _invariants(c: Cluster) -> dict:
     web = web_from_manifest(json.loads(c.web.manifest_file.read_text()))
     dups = find_duplicate_fetches(records, web)
     by_pair = Counter()
-    for url, items in dups.items():
+    for items in dups.values():
         for _i, r in items:
             by_pair[r.agent.split("/")[1].split(" ")[0] if "/" in r.agent else "?"] += 1
     total = sum(len(v) for v in dups.values())

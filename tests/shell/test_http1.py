@@ -275,7 +275,7 @@ def test_transfer_encoding_wins_over_content_length_and_such_a_connection_is_not
                b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n" + chunked]   # RFC 9112 6.1: faulty framing
 
     for answer in answers:
-        async def go():
+        async def go(answer=answer):
             async with RawServer(serve_forever(answer)) as s, fetcher() as f:
                 return await fetch_all(s, f, 2), s
 

@@ -129,7 +129,10 @@ class FakeSource:
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:
         q = query.lower()
         match = (lambda k: q in k or q in self.rows[k]["ip"]) if q else None
-        value = (lambda k: self.rows[k][sort] if self.rows[k][sort] != "" else None)
+
+        def value(k):
+            return self.rows[k][sort] if self.rows[k][sort] != "" else None
+
         return page_rows(self.rows, value, self._row, offset, limit, desc, match)
 
     def decisions(self, limit: int) -> list[dict]:

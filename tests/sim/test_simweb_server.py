@@ -107,7 +107,7 @@ def test_robots_variants_answer_as_described() -> None:
                 "allow_all": 200, "disallow_all": 200, "garbage": 200, "bom": 200, "large": 200,
                 "redirect_chain": 301, "redirect_too_long": 301}
         for variant, status in want.items():
-            spec = _host(srv, lambda h: h.robots == variant)
+            spec = _host(srv, lambda h, variant=variant: h.robots == variant)
             g = await get(s, srv, spec.name, "/robots.txt")
             assert g.status == status, variant
             if variant == "bom":
@@ -120,7 +120,7 @@ def test_robots_variants_answer_as_described() -> None:
                     assert needle in text
                 assert "courtly" in text.lower()
         for variant, hops in (("redirect_chain", None), ("redirect_too_long", 6)):
-            spec = _host(srv, lambda h: h.robots == variant)
+            spec = _host(srv, lambda h, variant=variant: h.robots == variant)
             g = await get(s, srv, spec.name, "/robots.txt")
             seen_hosts, n = {spec.name}, 0
             while g.status in (301, 302) and n < 10:
@@ -172,7 +172,7 @@ def test_traps_are_endless() -> None:
         for trap, entry in (("trap_calendar", "/calendar/2024/01/"), ("trap_session", "/shop/item-0.html?s=" + "0" * 32),
                             ("trap_filters", "/catalog?color=red"), ("trap_repeat", "/repeat/a/"),
                             ("trap_deep", "/deep/1/")):
-            spec = _host(srv, lambda h: h.has(trap))
+            spec = _host(srv, lambda h, trap=trap: h.has(trap))
             url, seen = f"http://{spec.name}:{srv.port}{entry}", set()
             for _ in range(25):
                 target = url.split(f":{srv.port}", 1)[1]
@@ -346,7 +346,7 @@ def test_manifest_lists_every_host_with_ip_robots_and_behaviours() -> None:
     m = run_with_server(small_hostile(), go)
     json.dumps(m)
     assert m["port"] > 0 and m["bait_ip"] == BAIT_IP
-    for name, h in m["hosts"].items():
+    for h in m["hosts"].values():
         assert {"ip", "robots", "behaviours", "crawl_delay_s", "domain", "paths"} <= set(h)
     assert all(n.startswith("127.0.") for n in m["allowed_networks"])
     assert "127.0.0.0/24" not in m["allowed_networks"]

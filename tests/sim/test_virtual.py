@@ -153,7 +153,7 @@ def test_politeness_holds_in_the_simulated_crawl():
     assert len(log) > 1000
     for key, spans in by_key.items():
         spans.sort()
-        for (s0, e0), (s1, _) in zip(spans, spans[1:]):
+        for (_s0, e0), (s1, _) in zip(spans, spans[1:]):
             assert s1 >= e0 + p.delay_s - 1e-9, f"seed={p.seed}: {key} refetched {s1 - e0:.3f}s after"
 
 

@@ -16,12 +16,13 @@
  * A shingle is `shingle` consecutive words joined by one space (all words
  * when there are no more than `shingle`); each shingle votes with the 64 bits
  * of its XXH64 (seed 0); bit b of the result is 1 when more than half of the
- * votes have bit b set. No words: 0. With `drop` (a tuple of at most
- * DROP_MAX bytes), words equal to one of them are left out first (the
- * soft-404 fingerprint leaves out the words of the requested URL). With
- * `lower` true, a str is read as str.lower() would give it (compact_lower:
- * no lowercased copy of the text is made; ASCII is lowercased as it is split
- * anyway).
+ * votes have bit b set (the same as Python's, by
+ * test_speedups.py::test_native_and_python_agree_on_any_text). No words: 0.
+ * With `drop` (a tuple of at most DROP_MAX bytes), words equal to one of
+ * them are left out first (the soft-404 fingerprint leaves out the words of
+ * the requested URL). With `lower` true, a str is read as str.lower() would
+ * give it (compact_lower: no lowercased copy of the text is made; ASCII is
+ * lowercased as it is split anyway).
  *
  * words(data, lower=False) -> bytes: the words simhash() reads, one space
  * apart (tests).
@@ -44,7 +45,10 @@
 #define SHINGLE_MAX 16
 #define DROP_MAX 64 /* words simhash() may be asked to leave out */
 
-#include "_xxh64.h"
+/* XXH64 (seed 0) is the upstream xxHash header's (Debian: libxxhash-dev),
+ * inlined: setup.py checks for it and skips this extension without it. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 /* ---------------------------------------------------------------- SimHash */
 
@@ -113,7 +117,8 @@ static void votes_add_all(Votes *v, const uint64_t *hashes, size_t count)
  * is written always and kept (out advances) when it is a word byte or the
  * first separator after a word; starts[n] is written always and kept when a
  * word begins. With SSE2 (every x86-64), blocks of 16 bytes that drop no
- * byte and start at most 4 words go whole (~28 -> ~14 us on 30 KB of text).
+ * byte and start at most 4 words go whole (the same words as the byte loop:
+ * test_speedups_worker.py::test_native_words_of_ascii_in_16_byte_blocks_are_the_regex_words).
  * buf needs len + 16 bytes, starts len / 2 + 6 entries. */
 static inline void compact_byte(unsigned char c, unsigned char *buf, uint32_t *starts, size_t *n, size_t *out,
                                 unsigned *prev)
@@ -160,7 +165,7 @@ static size_t compact_words(const unsigned char *data, size_t len, unsigned char
         __m128i lowered = _mm_add_epi8(c, _mm_and_si128(upper, case_bit));
         __m128i o = _mm_or_si128(_mm_and_si128(word, lowered), _mm_andnot_si128(word, space));
         _mm_storeu_si128((__m128i *)(buf + out), o);
-        unsigned t = s | 0x10000;
+        unsigned t = s | 0xF0000; /* four sentinel bits: ctz never sees 0 (undefined) */
         starts[n] = (uint32_t)(out + (unsigned)__builtin_ctz(t));
         t &= t - 1;
         starts[n + 1] = (uint32_t)(out + (unsigned)__builtin_ctz(t));
@@ -179,13 +184,12 @@ static size_t compact_words(const unsigned char *data, size_t len, unsigned char
     return n;
 }
 
-/* buf holds buf_len bytes of words and XXH_PAD more (zeroed here). */
+/* The SimHash of the n words of buf[0:buf_len], starting at starts[]. */
 static uint64_t simhash_words(unsigned char *buf, size_t buf_len, const uint32_t *starts, size_t n,
                               size_t shingle)
 {
     if (n == 0)
         return 0;
-    memset(buf + buf_len, 0, XXH_PAD);
     size_t grams = n <= shingle ? 1 : n - shingle + 1;
     Votes v;
     uint64_t hashes[HASH_BATCH];
@@ -196,7 +200,7 @@ static uint64_t simhash_words(unsigned char *buf, size_t buf_len, const uint32_t
             size_t last = i + b + shingle; /* first word after the shingle */
             size_t stop = last >= n ? buf_len : (size_t)starts[last] - 1;
             size_t len = stop - starts[i + b];
-            hashes[b] = len < 32 ? xxh64_short(buf + starts[i + b], len) : xxh64(buf + starts[i + b], len);
+            hashes[b] = XXH64(buf + starts[i + b], len, 0);
         }
         votes_add_all(&v, hashes, batch);
     }
@@ -256,10 +260,10 @@ static size_t compact_unicode(int kind, const void *data, size_t len, unsigned c
  * (two characters) and U+03A3 (final sigma: depends on the neighbours);
  * the caller leaves texts holding either to str.lower(). A word is a run of
  * lowered characters that re's \w matches, as compact_unicode; ASCII takes
- * compact_byte's branch-free step. str.lower() itself costs ~90 us on a
- * 30 KB text with a few non-ASCII characters; this pass ~30 us. Never
- * longer than compact_unicode's output: a character's lowercase needs no
- * more UTF-8 bytes than its kind allows (the tests check every one). */
+ * compact_byte's branch-free step: a fraction of str.lower()'s cost
+ * (docs/performance.md). Never longer than compact_unicode's output: a
+ * character's lowercase needs no more UTF-8 bytes than its kind allows (the
+ * tests check every one). */
 static inline void compact_wide(Py_UCS4 lo, unsigned char *buf, uint32_t *starts, size_t *n, size_t *out,
                                 unsigned *prev)
 {
@@ -383,7 +387,7 @@ static int words_of(PyObject *obj, Words *w, int lower)
         PyErr_SetString(PyExc_ValueError, "text too large for simhash (4 GiB of UTF-8 at most)");
         return -1;
     }
-    w->buf = PyMem_RawMalloc(size + 1 + XXH_PAD);
+    w->buf = PyMem_RawMalloc(size + 16); /* + 16: compact_words' 16-byte stores */
     w->starts = PyMem_RawMalloc(sizeof(uint32_t) * (len / 2 + 2 + 4)); /* + 4: compact_words writes ahead */
     if (w->buf == NULL || w->starts == NULL) {
         words_free(w);
@@ -535,7 +539,7 @@ static PyObject *speedups_xxh64(PyObject *self, PyObject *args)
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "y*:xxh64", &view))
         return NULL;
-    uint64_t h = xxh64((const unsigned char *)view.buf, (size_t)view.len);
+    uint64_t h = XXH64(view.buf, (size_t)view.len, 0);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLongLong(h);
 }

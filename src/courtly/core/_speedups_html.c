@@ -175,8 +175,9 @@ PyObject *speedups_attr_values(PyObject *self, PyObject *args)
 }
 
 /* count_over(text, ch, limit) -> bool: text.count(ch) > limit, stopping
- * at the first one past `limit` (memchr on 1-byte strings: ~1 us instead
- * of str.count's ~9 us on a 31 KB page whose '<' are sparse). */
+ * at the first one past `limit` (memchr on 1-byte strings: cheaper than
+ * str.count on a page whose '<' are sparse; equal by
+ * test_speedups_worker.py::test_native_count_over_is_str_count). */
 PyObject *speedups_count_over(PyObject *self, PyObject *args)
 {
     PyObject *text;

@@ -17,7 +17,7 @@ What it owns
   machines and Python versions (never ``hash()``); the empty text is 0.
   Two implementations, bit-identical (fingerprints are stored in crawl
   databases; the tests compare them): the compiled `courtly.core._speedups`
-  (C, its own XXH64; built by ``pip install``, optional) when it imports
+  (C, with the upstream xxHash header's XXH64; built by ``pip install``, optional) when it imports
   (`NATIVE`), else `simhash64_py`. ``drop=`` leaves words out first (the
   soft-404 fingerprint leaves out the words of the requested URL).
 * `NearDupIndex`: fingerprints within `distance_max` bits, found by four
@@ -123,7 +123,8 @@ def simhash64(text: str, *, shingle: int = 3, drop: Collection[str] = ()) -> int
         return simhash64_py(text, shingle=shingle, drop=drop)
     _check_shingle(shingle)
     # the C code reads the text as str.lower() gives it, without that copy
-    # (~90 us on a 30 KB text with a few non-ASCII characters, ~9 us if ASCII)
+    # (docs/performance.md; the same words by
+    # test_speedups_worker.py::test_native_lowered_words_are_the_words_of_str_lower_for_every_code_point)
     text = text[:TEXT_CHARS_MAX]
     if not drop:
         return _simhash_native(text, shingle, (), True)

@@ -115,7 +115,7 @@ def parse_w3c_datetime(text: str | None) -> float | None:
     return _w3c_cached(text) if len(text) <= 64 else _w3c_datetime(text)
 
 
-# A sitemap repeats its dates, and each costs ~3 us; only short texts are
+# A sitemap repeats its dates, and parsing one is not free; only short texts are
 # kept (a date is ~35 characters at most; an element's text can be megabytes).
 @functools.lru_cache(maxsize=4096)
 def _w3c_cached(text: str) -> float | None:

@@ -56,12 +56,10 @@ class Resolver:
     The fast paths join absolute http(s), scheme-relative, root-relative and
     plain relative-path references (``g``, ``../g``: leading ``../`` and no
     other dot segment, no colon) without backslashes directly; the rest go
-    to resolve_url. Why: on a 30 KB page with 167 links (half root-relative, a
-    third absolute; 2 shared cores, noisy, best of 7) resolve_url alone took
-    1.3-1.5 ms for them (8-12 us a reference) against 0.12 ms for the local
-    resolver this replaced (11-13x), and the whole `extract_links` 1.9-2.2 ms
-    against 0.7-1.2 ms (1.8-3x). With the fast paths: ~0.42 ms, the relative
-    references paying resolve_url's price.
+    to resolve_url. Why: resolve_url alone cost a page of links more than
+    the rest of `extract_links` (figures: docs/performance.md, "Figures moved
+    out of the code"). The fast paths resolve as resolve_url does:
+    test_links_resolve.py::test_the_fast_paths_resolve_as_the_rfc_path_does.
 
     Browser readings kept on the way in (RFC-allowed or WHATWG behaviour):
     ``http:g`` against an http base is relative (RFC 3986 5.4.2, "for
@@ -76,8 +74,9 @@ class Resolver:
     reference when the page URL is not absolute (resolve_url refuses such a
     base).
 
-    The relative-path fast path (bench pages: ~3 of ~14 links a page, ~8 us
-    each in resolve_url) needs a base whose path has no dot segment and no
+    The relative-path fast path
+    (test_links_resolve.py::test_relative_paths_take_the_fast_path_and_resolve_as_rfc3986_says)
+    needs a base whose path has no dot segment and no
     character resolve_url would trim or drop (C0, space): then the merge of
     RFC 3986 5.2.3 is the base's directory, less one segment per ``../``.
     """

@@ -18,10 +18,9 @@ How it works
    events off). The Modest engine (`selectolax.parser.HTMLParser`) is the
    fallback on old selectolax, which is where both were to be measured: with
    the installed selectolax 1.0.2 Modest is removed (importing it raises), so
-   Lexbor is the only choice. Figures on this machine (2 cores shared with
-   other jobs, noisy): a 30 KB page with 167 links parses in 140-350 us; the
-   whole extraction takes 0.65-1.3 ms (770-1,500 pages/s on one core), most
-   of the rest being per-link Python (clean, resolve, de-duplicate).
+   Lexbor is the only choice. Past the parse, most of the extraction's CPU
+   is per-link Python (clean, resolve, de-duplicate); the figures are in
+   docs/performance.md.
 4. One CSS query in document order: ``a[href]``, ``area[href]``, ``link[href]``
    (rel canonical, alternate, next, prev), ``meta`` (robots, refresh),
    ``title`` and ``base[href]``. The first ``<base href>`` resolves every
@@ -224,7 +223,7 @@ def _decode(body: bytes, content_type: str) -> tuple[str, bool]:
 @functools.lru_cache(maxsize=256)
 def _content_type_codec(content_type: str) -> str | None:
     """The codec of the Content-Type's charset, if any and usable (a crawl
-    sees few distinct Content-Types: remembered, ~3 us a page)."""
+    sees few distinct Content-Types: remembered)."""
     match = _CHARSET_PARAM.search(content_type)
     return _codec(match.group(1), from_meta=False) if match else None
 
@@ -417,7 +416,8 @@ def link_fields(
     """`extract_links` as plain values: the fields of its `PageLinks` in
     order, but `prints`, each link a ``(url, kind, nofollow)`` tuple. For the
     extract worker, which sends them as such (it built Link objects only to
-    take them apart again: ~6 us a page)."""
+    take them apart again; the same fields by
+    test_links_resolve.py::test_link_fields_are_extract_links_as_plain_values)."""
     noindex = nofollow = False
     try:
         ua = user_agent_token.strip().lower()
@@ -455,7 +455,8 @@ def parse_html(body: bytes, content_type: str = "") -> ParsedHtml:
             error = f"nesting depth ~{depth} > {DEPTH_MAX}: parsed link tags only"
             return ParsedHtml(text, _Parser(_flatten(text), **_PARSE_OPTIONS), True, error)
     # when `body` is the text's UTF-8 byte for byte, the parser takes it as
-    # it is instead of encoding the text again (~1 us for ASCII, ~16 us for 30 KB not ASCII)
+    # it is instead of encoding the text again (the same links and text by
+    # test_speedups_worker.py::test_link_fields_and_main_text_are_the_same_when_parsed_from_the_text)
     source = body if whole_utf8 and type(body) is bytes else text
     return ParsedHtml(text, _Parser(source, **_PARSE_OPTIONS), False, None)
 
@@ -464,14 +465,15 @@ def _count_over_py(text: str, char: str, limit: int) -> bool:
     return text.count(char) > limit
 
 
-# the same in C when built: memchr, stopping past the limit (~9 -> ~1 us a page)
+# the same in C when built: memchr, stopping past the limit (equal by
+# test_speedups_worker.py::test_native_count_over_is_str_count)
 _count_over = _count_over_native or _count_over_py
 
 
 def _base(nodes: list, url: str) -> str | None:
     """The first <base href> among `nodes`, resolved against the page URL,
     if http(s). `nodes` come from the page's one CSS query: a second query
-    for ``base[href]`` alone walked the whole tree again (~6-8 us a page)."""
+    for ``base[href]`` alone walked the whole tree again)."""
     node = next((n for n in nodes if n.tag == "base"), None)
     href = _clean_href(node.attributes.get("href")) if node is not None else None
     resolved = _Resolver(url)(href) if href else None
@@ -486,8 +488,9 @@ def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, noindex: boo
     base = _base(nodes, url)
     resolver = _Resolver(base or url)
     scan = _Scan(resolver, ua, links_max, noindex, nofollow)
-    # the compiled scan takes each run of a/area nodes (~27 -> ~5 us a page)
-    # and hands the anchors it does not take in full to scan.anchor
+    # the compiled scan takes each run of a/area nodes and hands the anchors
+    # it does not take in full to scan.anchor (the same links by
+    # test_speedups_worker.py::test_native_anchor_scan_is_the_python_scan)
     native = _link_anchors is not None and resolver.fast and type(nodes) is list
     fast_base = (resolver.scheme, resolver.origin, resolver.directory) if native else None
     at, count = 0, len(nodes)

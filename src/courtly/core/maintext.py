@@ -36,10 +36,9 @@ How it works
    `main_words` is the same text for the fingerprints, which read words
    only: a ``<main>``'s text comes uncollapsed (the SimHash is the same).
 
-Speed (2 shared cores, noisy; best of several runs): a 32 KB page with 60
-boilerplate blocks takes ~370 us (Lexbor's parse alone ~70 us); the
-simulated web's 31 KB pages ~470-650 us (`bench/neardup.py`). The test
-`test_speed_is_reported_not_asserted` prints the figure on each run.
+Speed: the figures are in docs/performance.md (`bench/neardup.py`,
+`bench/extract_steps.py`); the test `test_speed_is_reported_not_asserted`
+prints one on each run.
 """
 
 from __future__ import annotations
@@ -92,9 +91,10 @@ _PART_SPLIT = re.compile(r"[\s_-]+")
 # attributes) and matched back with exact selectors ([class~=t], [id=t]):
 # cheaper than dozens of substring selectors over every element.
 # Each pattern starts with a literal, which Python's re scans for at C speed
-# (a pattern starting with \s or an alternation is ~7x slower on 30 KB).
-# The compiled `_speedups.attr_values` does the same scan (~40 -> ~5 us on a
-# 31 KB page: "id" is in many words); `_attr_values_py` is the definition.
+# (a pattern starting with \s or an alternation is several times slower).
+# The compiled `_speedups.attr_values` does the same scan, faster ("id" is in
+# many words); `_attr_values_py` is the definition (the same values:
+# test_speedups_worker.py::test_native_attribute_scan_is_the_regex_scan).
 _ATTRS = {
     "class": re.compile(r"""class\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))"""),
     "id": re.compile(r"""id\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))"""),
@@ -132,8 +132,10 @@ def main_text(body: bytes, content_type: str = "", *, parsed: ParsedHtml | None 
 def main_words(body: bytes, content_type: str = "", *, parsed: ParsedHtml | None = None) -> str:
     """A text with the words of `main_text` in the same order, for the
     fingerprints (which read words only): the text of a ``<main>`` comes
-    with its whitespace as it is instead of collapsed (~30 us on a 30 KB
-    text). Whitespace is never part of a word, and str.lower() reads it
+    with its whitespace as it is instead of collapsed (the collapse's CPU
+    saved; the same prints by
+    test_speedups_worker.py::test_main_words_fingerprints_are_main_text_fingerprints).
+    Whitespace is never part of a word, and str.lower() reads it
     the same in a run as alone, so the SimHash is the same. Past
     `TEXT_CHARS_MAX` characters it collapses and cuts as `main_text` does."""
     try:
@@ -162,7 +164,9 @@ def _main_text(body: bytes, content_type: str, parsed: ParsedHtml | None, collap
             return _flat_text(text)
         tree = _Parser(text, **_PARSE_OPTIONS)
     tree.strip_tags(_DROP_TAGS)
-    for name in ("header", "footer"):  # by name: ~1 us a name, a CSS query ~8 us
+    # by name: cheaper than a CSS query, and the same text by
+    # test_speedups_worker.py::test_main_text_by_name_is_main_text_by_css
+    for name in ("header", "footer"):
         for node in tree.tags(name):
             if not _inside_article(node):
                 node.decompose()
@@ -262,7 +266,8 @@ def _collapse_py(text: str) -> str:
     return " ".join(text.split())
 
 
-# the same in C (courtly.core._speedups, when built): ~5x faster on a 30 KB text
+# the same in C (courtly.core._speedups, when built), faster; equal by
+# test_speedups.py::test_native_collapse_equals_split_and_join
 _collapse = _collapse_native or _collapse_py
 
 

@@ -65,8 +65,9 @@ def error_fingerprint(text: str, url: str) -> int:
     drop = set(_URL_TOKEN.findall(url.lower()))
     if len(text) <= TEXT_CHARS_MAX:
         # the same value, without joining the words and splitting them again:
-        # str.lower() of a lowercased character is itself (every code point,
-        # tests/core/test_speedups_worker.py), so lowercasing twice is once
+        # str.lower() of a lowercased character is itself (every code point, by
+        # test_speedups_worker.py::test_lowercasing_twice_is_lowercasing_once_for_every_code_point),
+        # so lowercasing twice is once (test_speedups.py::test_error_fingerprint_fast_path_keeps_its_definition)
         return simhash64(text, shingle=2, drop=drop)
     kept = [t for t in _URL_TOKEN.findall(text.lower()) if t not in drop]
     return simhash64(" ".join(kept), shingle=2)

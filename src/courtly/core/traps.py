@@ -80,7 +80,8 @@ Bounds: per host `templates_max` templates (then one overflow template) and
 `session_keys_max` pages with session ids; `templates_total_max` templates over
 all hosts (slug URLs make one template per page: without it ten million queued
 URLs kept ~2.5 GB of templates); `hosts_max` hosts (least recently used first,
-hosts with suspicions kept). Cost: ~5-7 us per new URL (bench/admission_micro.py).
+hosts with suspicions kept). Cost per new URL: bench/admission_micro.py and
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -283,17 +284,17 @@ class TrapGuard:
         segments = [s for s in split if s] if n > cfg.path_segments_max or n >= cfg.segment_repeats_max else []
         if len(segments) > cfg.path_segments_max:
             scope = f"prefix:/{segments[0]}/"
-            if not ("segments", scope) in host.muted:
+            if ("segments", scope) not in host.muted:
                 detail = f"{len(segments)} > {cfg.path_segments_max} path segments"
                 return self._trap(key, host, "segments", scope, url, detail, now)
         found = repeated_run(segments, cfg.segment_repeats_max)   # none in fewer segments than repeats
         if found is not None:
             unit, start = found
             scope = "prefix:/" + "".join(s + "/" for s in segments[: max(start, 1)])
-            if not ("repeated_segments", scope) in host.muted:
+            if ("repeated_segments", scope) not in host.muted:
                 detail = f"'{unit}' repeated {cfg.segment_repeats_max} times"
                 return self._trap(key, host, "repeated_segments", scope, url, detail, now)
-        if stripped is not None and not ("session_id", _SESSION_SCOPE) in host.muted:
+        if stripped is not None and ("session_id", _SESSION_SCOPE) not in host.muted:
             if _key64(stripped) in host.session_keys:
                 detail = f"same page as {stripped} with another session id"
                 return self._trap(key, host, "session_id", _SESSION_SCOPE, url, detail, now)

@@ -9,8 +9,8 @@ and `courtly.core.urls` takes its full path (leniency, IDNA, IPv4 forms,
 escapes, userinfo, ...).
 
 Rules: what is read here must be what the full path of `courtly.core.urls`
-derives for the same URL (tests/core/test_urlfast.py compares the two on a
-corpus of tricky URLs and on generated ones). It is conservative: whatever
+derives for the same URL (test_urlfast.py::test_fast_path_matches_full_path_on_the_corpus
+compares the two on a corpus of tricky URLs, and its neighbours on generated ones). It is conservative: whatever
 it is unsure of (``xn--`` labels, an IPv4 host not written as a canonical
 dotted quad, a port with a leading zero, a host longer than 253 octets) goes
 to the full path. Everything is decided inside the one expression (a Python

@@ -42,13 +42,11 @@ Theory of operation
 - A worker that dies before it is ready is a start failure; after
   `START_FAILURES_MAX` in a row the pool is broken and `submit` raises.
 
-Figures (2 cores shared with other jobs, load 2-4, so noisy; 30 KB page,
-167 links; results used and dropped): in-process 770-970 pages/s; pool of
-1 worker 560-1,110 (pipeline 2; ~450-600 without pipelining); 2 workers
-630-1,330 (pipeline 2) and up to ~1,580 (pipeline 4). A worker starts in
-~0.2-0.5 s. The pool's side (submit, framing, asyncio, decoding into Link
-objects) spent 160-200 us of CPU per page with a frame and a wake-up each
-way per page, 80-95 us with batches (`bench/extract_steps.py`, pipeline 8).
+Why pipelining and batches: a frame and a wake-up each way per page cost
+the pool's side (submit, framing, asyncio, decoding into Link objects) about
+twice the CPU that batches do. The figures (throughput by workers and pipeline
+depth, start-up time, CPU per page of each side) are in docs/performance.md,
+"Figures moved out of the code" (`bench/extract_steps.py`).
 
 Rules: spawn re-imports the parent's ``__main__``, so a script using the
 pool needs the ``if __name__ == "__main__":`` guard. The fault hooks in

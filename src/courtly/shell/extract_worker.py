@@ -81,7 +81,7 @@ def encode_page(page: PageLinks) -> tuple:
 def decode_page(data: tuple) -> PageLinks:
     """The `PageLinks` that `encode_page` encoded (read by the pool)."""
     links, canonical, noindex, nofollow, base, title, error, prints = data
-    links = tuple(itertools.starmap(Link, links))  # ~40 % faster than a listcomp
+    links = tuple(itertools.starmap(Link, links))  # cheaper than a listcomp (docs/performance.md)
     return PageLinks(links, canonical, noindex, nofollow, base, title, error,
                      tuple(prints) if prints is not None else None)
 
@@ -252,8 +252,9 @@ def _keep_freed_heap() -> None:
     (default 128 KiB) and to serve blocks below `MALLOC_MMAP_BYTES` from it.
     Each page allocates and frees a few MB (the Lexbor tree, texts, word
     buffers); with the defaults the heap top went back to the kernel after
-    every page and came back as page faults: ~25 % of the worker's CPU on
-    bench pages (570-620 -> 430-450 us per page). No-op without glibc."""
+    every page and came back as page faults, a large share of the worker's
+    CPU (docs/performance.md, "Figures moved out of the code"). No-op
+    without glibc."""
     try:
         import ctypes
 

@@ -39,8 +39,8 @@ Theory of operation
   ISA-L (``isal``) when it is installed and zlib otherwise. With ISA-L at
   level 1, small records (request, metadata, revisit, warcinfo, responses
   with a body under 2 KB) come from a second stream at level 0: its static
-  Huffman tables save the ~5 us level 1 spends building tables for every
-  member, for ~35 % larger small members (~2 % on a file of 30 KB pages). A
+  Huffman tables save the time level 1 spends building tables for every
+  member, for somewhat larger small members (docs/performance.md). A
   payload compressed already (a content coding, JPEG, video...) goes into
   stored blocks. Each record is framed as one bytes object (one f-string,
   one encode) and the body goes to the compressor and the digests as it is.
@@ -109,7 +109,7 @@ from courtly.shell.warc_record import (
     warc_fields,
 )
 
-try:  # ISA-L deflate: same format, ~3x faster than zlib at level 1 (optional)
+try:  # ISA-L deflate: same format, faster than zlib at level 1 (optional; docs/performance.md)
     from isal import isal_zlib as _deflate_lib
 
     DEFLATE_BACKEND = "isal"
@@ -122,10 +122,11 @@ except ImportError:  # pragma: no cover - depends on the environment
 # Small records (request, metadata, revisit, warcinfo, and responses with a
 # body under _SMALL_BODY_BYTES: a few hundred bytes each) are deflated at
 # ISA-L level 0, whose static Huffman tables cost nothing per member; level 1
-# builds tables for each member (~5 us for 600 bytes, ~10 % of the writer's
-# CPU per exchange over two small records). Those members are ~35 % larger:
-# +2 % on a file of 30 KB pages. Only at the default `gzip_level` 1 (fast);
-# a writer asked for more compression uses its level for every record.
+# builds tables for each member, a sizeable share of the writer's CPU per
+# exchange over two small records. Those members are larger, the file barely
+# (docs/performance.md, "Figures moved out of the code"). Only at the default
+# `gzip_level` 1 (fast); a writer asked for more compression uses its level
+# for every record.
 _SMALL_RECORD_LEVEL = 0
 _SMALL_BODY_BYTES = 2048
 _IDS_PER_READ = 32

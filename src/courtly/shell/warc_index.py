@@ -149,9 +149,10 @@ _WWW = re.compile(r"www\d*\.")
 
 def _surt_key(url: str) -> str:
     """The SURT form `surt.surt` gives (what cdxj-indexer writes). The plain
-    URLs a crawl mostly stores take a shortcut with the same result (pinned by
-    tests against the library): the library's canonicalisers cost ~23 us a URL,
-    paid for every record when a WARC file is finished."""
+    URLs a crawl mostly stores take a shortcut with the same result
+    (test_warc_index.py::test_surt_keys_equal_the_surt_librarys):
+    the library's canonicalisers are paid for every record when a WARC file is
+    finished (docs/performance.md, "Figures moved out of the code")."""
     m = _PLAIN_URL.fullmatch(url)
     if m is not None:
         port = m.group(2) or ""

@@ -30,7 +30,7 @@ from typing import Any
 
 from courtly.core.fingerprint import sha1_b32, warc_payload_digest
 
-try:  # ISA-L's CRC-32: the same value as zlib's, ~10x faster (optional)
+try:  # ISA-L's CRC-32: the same value as zlib's, faster (optional; docs/performance.md)
     from isal.isal_zlib import crc32 as _crc32
 except ImportError:  # pragma: no cover - depends on the environment
     _crc32 = zlib.crc32
@@ -160,7 +160,8 @@ def record_id() -> str:
 
 def record_ids(n: int) -> list[str]:
     """`n` WARC-Record-IDs, random (version 4) UUID URNs from one read of
-    the OS's randomness: `uuid.uuid4()` objects cost 3x as much. The version
+    the OS's randomness: `uuid.uuid4()` objects cost several times as much
+    (docs/performance.md, "Figures moved out of the code"). The version
     digit replaces 4 random bits, the variant (`10` in the top bits) 2."""
     x = os.urandom(16 * n).hex()
     return [

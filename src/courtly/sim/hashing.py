@@ -3,7 +3,7 @@
 Everything random in the simulated web comes from `h(...)` (blake2b of the
 parts' repr, never the salted built-in `hash()`), from `rng(...)`, a
 `random.Random` seeded with such a hash, or, on hot paths, from `mix(a, b)`,
-a splitmix64 finaliser over two integers (no strings, ~10x cheaper). Same parts => same numbers, in every
+a splitmix64 finaliser over two integers (no strings: much cheaper). Same parts => same numbers, in every
 process and on every machine.
 """
 

@@ -37,8 +37,8 @@ How it works
   worker's), and grants a slot if fewer than `concurrency_max` are in flight
   and the `rate_per_s`-th latest start is more than a second old (the same
   window rule as core/politeness.py). `ip_release` is one UPDATE. Two short
-  statements per fetch (about 1 ms together on loopback); the row lock is held
-  for microseconds, and the table is UNLOGGED (no WAL, commits wait for no
+  statements per fetch (a round trip each); the row lock is held only for
+  the statement, and the table is UNLOGGED (no WAL, commits wait for no
   disk; a database *crash* empties it, which only forgets requests that were
   in flight when it went down).
 * Statement economy. Every write of a batch is one multi-row statement over
