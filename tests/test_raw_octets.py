@@ -94,7 +94,8 @@ def test_a_retry_after_that_is_not_utf8_is_shown_with_its_octets_escaped(tmp_pat
     c.store.close()
     text = daily_report(tmp_path)
     print(text, file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))   # strict, as stdout
-    assert "  a.example  429 Retry-After %FF1" in text, text
+    line = next(x for x in text.splitlines() if x.startswith("  a.example  "))
+    assert "429 Retry-After %FF1" in line, text
 
 
 def test_a_sitemap_that_declares_an_unknown_encoding_is_read_as_no_sitemap(tmp_path):

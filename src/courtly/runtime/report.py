@@ -329,13 +329,15 @@ def _throttled(store: SqliteStore, now: float) -> list[tuple[str, str]]:
             key = origin
         per = answers.setdefault(key, {})
         per[status] = per.get(status, 0) + n
-    backing_off = {k: h.get("backoff_reason", "") for k, h in store.hosts().items()
-                   if h.get("backoff_until", 0) > now}
+    hosts = store.hosts()
+    backing_off = {k: h.get("backoff_reason", "") for k, h in hosts.items() if h.get("backoff_until", 0) > now}
     out = []
     for key in sorted(set(answers) | set(backing_off)):
         what = ", ".join(f"{st} x{n}" for st, n in sorted(answers.get(key, {}).items()))
         if key in backing_off:
             what += f"{'; ' if what else ''}backing off now ({backing_off[key] or 'back-off'})"
+        elif hosts.get(key, {}).get("backoff_reason"):
+            what += f"{'; ' if what else ''}last back-off: {hosts[key]['backoff_reason']}"
         out.append((key, what))
     return out
 
