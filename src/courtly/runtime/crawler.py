@@ -76,6 +76,9 @@ HINT_BAND = 5          # canonical / alternate / pagination links
 # many hosts were ready (S2: 512 tasks, ~520 pages/s from 2,000 hosts).
 # Shorter waits are slept in the task: re-leasing costs more than they do.
 LEASE_HOLD_S = 0.05
+# Store meta set by the final commit of a run that stopped with nothing on the
+# wire, cleared when the next run loads: the resume hold reads it.
+CLEAN_STOP_META = "clean_stop"
 
 
 @dataclass(slots=True)
@@ -161,6 +164,7 @@ class Crawler(LeaseRequests):
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
         self._wake = Wakeup()
         self._stopping = False
+        self._aborted = False
         self._fatal: BaseException | None = None
         self.token = cfg.robots.token
         self.agent = cfg.crawl.agent()
@@ -205,18 +209,40 @@ class Crawler(LeaseRequests):
         return list(self._in_flight)
 
     def _hold_after_crash(self, now: float) -> None:
-        """A previous run may have been killed mid-request: its last requests (up to
-        one commit interval) are not in the store. Wait out the longest delay in
-        force, plus that interval, and at least the IP rate window, before any
-        request."""
-        saved = [snap.get("delay_s", 0.0) for snap in self.store.hosts().values()]
+        """The first requests of a resumed crawl. After a clean stop every key's
+        state is in the store (its next fetch instant and back-off included), so
+        only the IP rate window is waited out. After a crash (or an abort, which
+        cancels requests on the wire) the last requests, up to one commit
+        interval, are not in the store: each known key first waits out its own
+        delay (capped as a Crawl-delay is), a key not in the store the default
+        one, plus that interval. One key's long delay never holds the others
+        (it froze every host for up to `crawl_delay_s_max`, issue 23 item 3)."""
+        marker = self.store.get_meta(CLEAN_STOP_META)
+        clean = marker == "1"
+        if marker:
+            # cleared before any request of this run: a crash from now on is not clean
+            self.store.apply(Batch(meta={CLEAN_STOP_META: ""}))
+        saved = self.store.hosts()
         if not saved and self.store.get_meta("started") is None:
             return  # a fresh crawl folder
         p = self.cfg.politeness
-        longest = max([p.delay_s, *saved])
-        hold = min(longest, max(p.delay_s, p.crawl_delay_s_max))
-        hold = max(hold + self.cfg.store.commit_interval_s, 1.0 + self.cfg.store.commit_interval_s)
-        self.politeness.hold_all_until(now + hold)
+        commit_s = self.cfg.store.commit_interval_s
+        ip_window_s = 1.0 + self.politeness.config.ip_margin_s
+        if clean:
+            self.politeness.hold_all_until(now + ip_window_s)
+            log.info("resuming after a clean stop: each key keeps its saved next fetch time",
+                     extra={"event": "resume", "clean": True, "keys": len(saved)})
+            return
+        cap = max(p.delay_s, p.crawl_delay_s_max)
+        self.politeness.hold_all_until(now + max(p.delay_s, ip_window_s) + commit_s)
+        longest = 0.0
+        for key, snap in saved.items():
+            own = min(float(snap.get("delay_s", p.delay_s)), cap)
+            longest = max(longest, own)
+            self.politeness.hold_key_until(key, now + own + commit_s)
+        log.info("resuming after an unclean stop: each key first waits out its own delay"
+                 " (%.1f s at most) plus one commit interval", max(longest, p.delay_s) + commit_s,
+                 extra={"event": "resume", "clean": False, "keys": len(saved)})
 
     def add_seeds(self, seeds: Iterable[str]) -> int:
         """Admit `seeds` at once (a short list; runtime/seeds.feed_seeds streams a long one)."""
@@ -242,6 +268,7 @@ class Crawler(LeaseRequests):
         Ctrl-C): their tasks are cancelled, their URLs stay queued and are
         fetched by the next run; what is done is saved as at any stop."""
         self.stop()
+        self._aborted = True    # requests on the wire are left unknown: the resume holds
         for t in list(self._tasks):
             t.cancel()
 
@@ -278,8 +305,10 @@ class Crawler(LeaseRequests):
         # task), never go on fetching with nothing written (a distributed
         # worker would then wait forever for its own uncommitted pages)
         committer.add_done_callback(self._task_done)
+        ended = False
         try:
             await self._main_loop()
+            ended = True
         finally:
             for t in list(self._tasks):
                 if not t.done():
@@ -288,6 +317,8 @@ class Crawler(LeaseRequests):
                 await asyncio.wait(set(self._processing))
             committer.cancel()
             await asyncio.gather(committer, return_exceptions=True)   # a failure is in _fatal
+            if ended and not self._aborted and self._fatal is None and not self.stats.in_flight:
+                self.batch.meta[CLEAN_STOP_META] = "1"
             self.commit(final=True)
         return self.stats
 
