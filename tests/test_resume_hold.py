@@ -21,6 +21,11 @@ from courtly.runtime.crawler import CLEAN_STOP_META, Crawler
 from courtly.shell.store.sqlite import SqliteStore
 
 SLOW_RESPONSE_S = 5.0       # x response_factor 10, smoothed: a delay of several seconds
+
+
+def _cfg():
+    # the last answer alone sets the response time: one slow page makes a long delay
+    return _config(memory_max=100, key_memory_max=10).replace("politeness", response_window=1)
 WEB = {
     "https://slow.example/": ["https://a.example/"],
     "https://a.example/": ["https://a.example/p1", "https://a.example/p2", "https://slow.example/p1"],
@@ -31,7 +36,7 @@ WEB = {
 def _first_run(tmp_path, *, hang_on: str | None) -> None:
     """Crawl until slow.example's first page is fetched, then stop (or, with
     `hang_on`, abort while a request to that URL is on the wire)."""
-    c, fetcher = _crawler(tmp_path, WEB, _config(memory_max=100, key_memory_max=10)
+    c, fetcher = _crawler(tmp_path, WEB, _cfg()
                           .replace("crawl", fetch_tasks=1, batch_max=1))
     hung = asyncio.Event()
 
@@ -65,7 +70,7 @@ def _first_run(tmp_path, *, hang_on: str | None) -> None:
 
 
 def _resume(tmp_path, at: float) -> Crawler:
-    cfg = _config(memory_max=100, key_memory_max=10)
+    cfg = _cfg()
     c = Crawler(cfg, clock=ManualClock(at), resolver=_Resolver(), fetcher=None, warc=_Warc(),
                 store=SqliteStore(tmp_path / "crawl.db"), extractor=_Extractor(WEB))
     c.load()
@@ -109,7 +114,7 @@ def test_three_short_resumes_after_clean_stops_each_fetch_pages(tmp_path):
     _first_run(tmp_path, hang_on=None)
     fetched_per_run = []
     for _ in range(3):
-        c, fetcher = _crawler(tmp_path, WEB, _config(memory_max=100, key_memory_max=10)
+        c, fetcher = _crawler(tmp_path, WEB, _cfg()
                               .replace("crawl", fetch_tasks=1, batch_max=1))
         pages: list[str] = []
 

@@ -138,8 +138,24 @@ class PolitenessSection:
     ip_concurrency: int = 4
     ip_rate: float = 5.0
     allow: tuple[AllowSection, ...] = ()
+    # slowness and host failures (core/politeness.py, core/health.py)
+    response_window: int = 5
+    response_delay_s_max: float = 30.0
+    backoff_jitter: float = 0.1
+    park_after: int = 3
+    probe_s_min: float = 60.0
+    probe_s_max: float = 21600.0
+    down_horizon_s: float = 86400.0
 
     def __post_init__(self) -> None:
+        _positive("politeness.response_window", self.response_window)
+        _non_negative("politeness.response_delay_s_max", self.response_delay_s_max)
+        _non_negative("politeness.backoff_jitter", self.backoff_jitter)
+        _positive("politeness.park_after", self.park_after)
+        _positive("politeness.probe_s_min", self.probe_s_min)
+        _positive("politeness.down_horizon_s", self.down_horizon_s)
+        if self.probe_s_max < self.probe_s_min:
+            raise ConfigError("politeness.probe_s_max must be >= politeness.probe_s_min")
         _non_negative("politeness.delay_s", self.delay_s)
         _non_negative("politeness.crawl_delay_s_max", self.crawl_delay_s_max)
         _non_negative("politeness.response_factor", self.response_factor)

@@ -39,6 +39,7 @@ from typing import Iterable
 
 from courtly.config import Config
 from courtly.core.frontier import Frontier, FrontierFull, Lease
+from courtly.core.health import Health
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
 from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
@@ -57,7 +58,7 @@ from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
-from courtly.runtime.results import Results
+from courtly.runtime.results import Results, host_down_detail
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
 from courtly.ports import Batch
@@ -120,12 +121,20 @@ class Crawler(LeaseRequests):
                 backoff_s_max=p.backoff_s_max,
                 ip_concurrency=p.ip_concurrency,
                 ip_rate=p.ip_rate,
+                response_window=p.response_window,
+                response_delay_s_max=p.response_delay_s_max,
+                backoff_jitter=p.backoff_jitter,
+                park_after=p.park_after,
+                probe_s_min=p.probe_s_min,
+                probe_s_max=p.probe_s_max,
+                down_horizon_s=p.down_horizon_s,
             ),
             tuple(
                 AllowEntry(a.key, a.delay_s, a.owner, a.expires_at(),
                            a.ip_concurrency or None, a.ip_rate or None)
                 for a in p.allow
             ),
+            rng=random.Random(c.seed + 1),   # back-off jitter: its own stream, reproducible
         )
         r = cfg.robots
         self.robots = RobotsBook(
@@ -466,6 +475,10 @@ class Crawler(LeaseRequests):
         if purge is not None:
             self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
             return "done"
+        if self.politeness.gives_up(item.key, now):   # down past the horizon, no probe due
+            self.decide(item.url, item.key, item.via, Reason.HOST_DOWN,
+                        host_down_detail(self.politeness.key(item.key)), now, item.depth, state="failed")
+            return "done"
         origin = origin_of_normalized(item.url)   # queued URLs are normalised
         origin_s = origin_text_of_normalized(item.url)
         # The address check comes first: a non-public target gets no request at
@@ -493,6 +506,10 @@ class Crawler(LeaseRequests):
             return "retry-later"
         rules = view.rules
         reason = view.skip_reason(self.token, path_of(item.url))
+        if reason is Reason.ROBOTS_UNREACHABLE and self.politeness.health(item.key) is not Health.HEALTHY:
+            # the host is failing, not refusing: the URL waits (the next try is a probe)
+            self._hold[item.key] = view.retry_at or self.clock.now() + 5.0
+            return "retry-later"
         if reason is not None:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"

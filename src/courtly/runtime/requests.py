@@ -85,6 +85,7 @@ class LeaseRequests:
             self.politeness.finished(
                 key, done, response_s=result.elapsed_s, status=result.status,
                 retry_after=result.headers.get("retry-after") if result.headers else None,
+                error=result.error, ip=ip,
             )
             self.batch.hosts[key] = self.politeness.key(key).snapshot()
             if result.status in (429, 503):

@@ -14,11 +14,13 @@ and works on the crawler's own state; the crawler calls `handle(item, result)`.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections import deque
 from typing import TYPE_CHECKING
 
 from courtly import __version__
 from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
+from courtly.core.health import Health, failure_kind
 from courtly.core.hints import named_like_hints
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import host_of_normalized, origin_text_of_normalized
@@ -27,7 +29,7 @@ from courtly.runtime.recrawl import XML_TYPES
 if TYPE_CHECKING:
     from courtly.runtime.crawler import Crawler
 
-__all__ = ["Results", "is_xml"]
+__all__ = ["Results", "is_xml", "host_down_detail"]
 
 # Network failures worth another try; the rest (oversized headers, protocol
 # errors, a refused address) would fail the same way again.
@@ -91,6 +93,9 @@ class Results:
             else:
                 c.stats.errors += 1
             self.archive(item.url, result, kind="page", meta={})   # status 0: the fetch log only
+            held = self.host_failing(item, result, now)
+            if held is not None:
+                return held
             attempts = c._attempts.get(item.url, 0) + 1
             transient = status != 0 or result.error in TRANSIENT_ERRORS
             if transient and attempts <= c.cfg.crawl.retries_max:
@@ -152,6 +157,23 @@ class Results:
             c.budget.note_not_found(origin_text_of_normalized(item.url), now)
         c.batch.fetched.append((now, status, item.url))
         return "done"
+
+    def host_failing(self, item: UrlItem, result, now: float) -> str | None:
+        """A failure of the host rather than of the URL (core/health.py): when
+        it is not the first in a row, the URL stays queued with its attempt
+        count untouched and the key waits out its back-off or probe; a key down
+        past the horizon gives the URL up. None: count it against the URL."""
+        c = self.c
+        if failure_kind(result.status, result.error) is None:
+            return None
+        st = c.politeness.key(item.key)
+        if st.health is Health.DOWN:
+            c.decide(item.url, item.key, item.via, Reason.HOST_DOWN, host_down_detail(st), now, item.depth,
+                     state="failed")
+            return "done"
+        if st.failures > 1 or st.health is Health.PARKED:
+            return "retry-later"
+        return None
 
     async def _wait_for_room(self) -> None:
         fut = asyncio.get_running_loop().create_future()
@@ -237,3 +259,12 @@ def is_xml(result, url: str) -> bool:
     if ctype in XML_TYPES:
         return True
     return named_like_hints(url) and "html" not in ctype
+
+
+def host_down_detail(st) -> str:
+    """Why a key's URL was given up: since when it is down, its last failure."""
+    def at(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return (f"down since {at(st.first_failure_at)}, last failure {at(st.last_failure_at)} "
+            f"({st.failure_kind}, {st.failures} in a row)")
