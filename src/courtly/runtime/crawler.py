@@ -31,6 +31,7 @@ unacknowledged pages are fetched again (at-least-once).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import uuid
@@ -114,21 +115,9 @@ class Crawler(LeaseRequests):
         self.frontier = Frontier(self.rng, batch_max=c.batch_max, lease_s=c.lease_s)
         p = cfg.politeness
         self.politeness = Politeness(
-            PolitenessConfig(
-                delay_s=p.delay_s,
-                crawl_delay_s_max=p.crawl_delay_s_max,
-                response_factor=p.response_factor,
-                backoff_s_max=p.backoff_s_max,
-                ip_concurrency=p.ip_concurrency,
-                ip_rate=p.ip_rate,
-                response_window=p.response_window,
-                response_delay_s_max=p.response_delay_s_max,
-                backoff_jitter=p.backoff_jitter,
-                park_after=p.park_after,
-                probe_s_min=p.probe_s_min,
-                probe_s_max=p.probe_s_max,
-                down_horizon_s=p.down_horizon_s,
-            ),
+            # the config section's keys of the same name (the rest keep core's defaults)
+            PolitenessConfig(**{f.name: getattr(p, f.name) for f in dataclasses.fields(PolitenessConfig)
+                                if hasattr(p, f.name)}),
             tuple(
                 AllowEntry(a.key, a.delay_s, a.owner, a.expires_at(),
                            a.ip_concurrency or None, a.ip_rate or None)
