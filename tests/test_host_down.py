@@ -30,9 +30,9 @@ WEB = {
 
 
 def _cfg(**politeness):
+    settings = {"delay_s": 0.01, "probe_s_min": PROBE_S, "probe_s_max": 8 * PROBE_S, "ip_rate": 10_000.0}
     return (_config(memory_max=1000, key_memory_max=100)
-            .replace("politeness", delay_s=0.01, probe_s_min=PROBE_S, probe_s_max=8 * PROBE_S,
-                     ip_rate=10_000.0, **politeness)
+            .replace("politeness", **{**settings, **politeness})
             .replace("crawl", retries_max=2))
 
 
@@ -106,3 +106,34 @@ def test_a_host_down_past_the_horizon_has_its_urls_given_up_with_the_failure_tim
         sorted(u for u in WEB if u.startswith("https://up.example/"))   # the other host was crawled
     assert c.politeness.health("down.example") is Health.DOWN
     c.store.close()
+
+
+def test_a_parked_host_is_shown_by_explain_stats_and_report_with_since_and_next_probe(tmp_path):
+    from courtly.runtime.report import daily_report, explain, stats
+
+    c, fetcher = _crawler(tmp_path, WEB, _cfg(probe_s_min=3600.0, probe_s_max=7200.0))
+    outage = _Outage(c, None)
+
+    async def fetch(url: str, *, ip: str, headers: dict):
+        result = await outage.fetch(url, ip=ip, headers=headers)
+        if c.politeness.health("down.example") is Health.PARKED:
+            c.stop()
+        return result
+
+    fetcher.fetch = fetch
+    c.add_seeds(["https://down.example/"])
+    asyncio.run(asyncio.wait_for(c.run(), 30.0))
+    c.store.close()
+    assert outage.attempts_while_down == 3        # park_after, then nothing for an hour
+    queued = [u for u in WEB if u.startswith("https://down.example/p") and u not in outage.fetched]
+    text, found = explain(tmp_path, queued[0])
+    assert found and "state      queued" in text
+    host = next(line for line in text.splitlines() if line.startswith("host  "))
+    assert "parked since" in host and "3 connect failures in a row" in host and "next probe" in host
+    assert "down.example  parked since" in stats(tmp_path)
+    assert "parked 1" in daily_report(tmp_path) and "down.example  parked since" in daily_report(tmp_path)
+    import json
+
+    rows = json.loads(daily_report(tmp_path, as_json=True))["hosts_unhealthy"]
+    assert [(r["key"], r["health"], r["failures"], r["kind"]) for r in rows] == [("down.example", "parked", 3, "connect")]
+    assert rows[0]["next_probe_at"] >= rows[0]["last_failure_at"] + 3600.0

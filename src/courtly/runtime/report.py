@@ -14,6 +14,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from courtly.runtime.health_view import health_line, health_lines, unhealthy_hosts
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
 __all__ = ["explain", "stats", "review", "daily_report", "purge", "purges", "export",
@@ -72,11 +73,13 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
                 via = parent["via"] if parent else ""
         children = store.linked_from(rec["url"]) if rec else []
         flags = store.url_flags(rec["url"]) if rec else []
+        host = unhealthy_hosts({rec["key"]: store.hosts().get(rec["key"], {})}) if rec else []
     finally:
         store.close()
     if as_json:
         return json.dumps({"url": url, "normalized": norm, "record": rec, "fetches": fetches,
                            "via_chain": chain, "links_sample": children, "note": note,
+                           "host_health": [r._asdict() for r in host],
                            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in flags]},
                           indent=2, default=str), rec is not None
     lines = [f"URL        {url}"]
@@ -90,6 +93,7 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
     lines.append(f"state      {rec['state']}" + (f" ({rec['reason']}: {rec['detail']})" if rec["reason"] else ""))
     lines.append(f"host key   {rec['key'] or '-'}   depth {rec['depth']}   band {rec['band']}"
                  f"   attempts {rec['attempts']}")
+    lines += [f"host       {health_line(r)}" for r in host]
     lines.append(f"discovered {_when(rec['discovered_at'])}" + (f" on {rec['via']}" if rec["via"] else " (seed)"))
     for i, v in enumerate(chain[1:], 1):
         lines.append(f"{'':11}{'  ' * i}<- {v}")
@@ -113,8 +117,10 @@ def stats(out: Path, *, as_json: bool = False) -> str:
     store = _open(out)
     try:
         c = store.counts()
+        unhealthy = unhealthy_hosts(store.hosts())
     finally:
         store.close()
+    c["hosts_unhealthy"] = [r._asdict() for r in unhealthy]
     c["trap_suspects_open"] = _open_suspects(out)
     warcs = sorted((out / "warc").glob("*.warc.gz")) if (out / "warc").exists() else []
     c["warc_files"] = len(warcs)
@@ -142,6 +148,8 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         lines += [f"  {k:<20} {v}" for k, v in c["reasons"].items()]
     else:
         lines.append("  (none)")
+    if unhealthy:
+        lines += health_lines(unhealthy)
     return "\n".join(lines)
 
 
@@ -203,16 +211,18 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         by_day = store.fetches_by_day()
         counts = store.counts()
         now = time.time()
+        hosts = store.hosts()
         throttled = sorted(
-            ((k, h.get("backoff_reason", "")) for k, h in store.hosts().items()
+            ((k, h.get("backoff_reason", "")) for k, h in hosts.items()
              if h.get("backoff_until", 0) > now or h.get("backoff_reason")),
         )
+        unhealthy = unhealthy_hosts(hosts)
     finally:
         store.close()
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
     data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
-            "not_fetched": counts["reasons"]}
+            "not_fetched": counts["reasons"], "hosts_unhealthy": [r._asdict() for r in unhealthy]}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -229,6 +239,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
     lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
+    lines += health_lines(unhealthy)
     lines.append("top reasons URLs were not fetched")
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
     return "\n".join(lines)
