@@ -219,9 +219,11 @@ class NetworkSection:
     allow: tuple[str, ...] = ()        # CIDRs allowed beside public addresses
     resolve: tuple[str, ...] = ()      # "host:ip" pins, like curl --resolve
     hosts_file: str = ""               # JSON {"host": "ip"} (e.g. from courtly simweb)
+    dns_stale_s_max: float = 3600.0    # a failing lookup serves the last good answer this long past its TTL
 
     def __post_init__(self) -> None:
         check_networks("network.allow", self.allow)
+        _non_negative("network.dns_stale_s_max", self.dns_stale_s_max)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,7 @@ class CrawlStats:
     status: dict[int, int] = field(default_factory=dict)
     by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
     stopped_by: str = ""         # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
+    host_failures: dict[str, int] = field(default_factory=dict)   # by core.health.FailureKind
 
 
 class Crawler(LeaseRequests):
