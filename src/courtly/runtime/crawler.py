@@ -56,6 +56,7 @@ from courtly.core.urls import (
 )
 from courtly.runtime.admission import Admission
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.dns_ahead import DnsAhead
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
@@ -144,6 +145,7 @@ class Crawler(LeaseRequests):
         self.results = Results(self)
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
+        self.dns_ahead = DnsAhead(resolver)
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0
@@ -315,6 +317,7 @@ class Crawler(LeaseRequests):
             if self._processing:
                 await asyncio.wait(set(self._processing))
             committer.cancel()
+            self.dns_ahead.close()
             await asyncio.gather(committer, return_exceptions=True)   # a failure is in _fatal
             if ended and not self._aborted and self._fatal is None and not self.stats.in_flight:
                 self.batch.meta[CLEAN_STOP_META] = "1"
@@ -403,7 +406,11 @@ class Crawler(LeaseRequests):
             return True
         # the ready instant matters for a key new to the frontier only (most
         # links go to keys queued already: ~8 new URLs a page in S2)
-        ready = 0.0 if self.frontier.has_key(item.key) else self.politeness.ready_at(item.key, now)
+        if self.frontier.has_key(item.key):
+            ready = 0.0
+        else:
+            ready = self.politeness.ready_at(item.key, now)
+            self.dns_ahead.ahead(item.url)
         try:
             self.frontier.add(item, ready)
         except FrontierFull:
