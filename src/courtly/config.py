@@ -146,8 +146,12 @@ class PolitenessSection:
     probe_s_min: float = 60.0
     probe_s_max: float = 21600.0
     down_horizon_s: float = 86400.0
+    ban_403_run: int = 10
+    ban_same_body_run: int = 10
 
     def __post_init__(self) -> None:
+        if self.ban_403_run < 2 or self.ban_same_body_run < 2:
+            raise ConfigError("politeness.ban_403_run and ban_same_body_run must be >= 2")
         _positive("politeness.response_window", self.response_window)
         _non_negative("politeness.response_delay_s_max", self.response_delay_s_max)
         _non_negative("politeness.backoff_jitter", self.backoff_jitter)

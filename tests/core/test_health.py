@@ -36,16 +36,20 @@ def fetch(p: Politeness, key: str, now: float, *, status: int = 200, error: str 
 @pytest.mark.parametrize("signal", list(Signal))
 def test_every_state_and_signal_pair_has_one_transition_that_keeps_the_rules(state, signal):
     nxt, effect = step(state, signal)
+    probing = (Health.PARKED, Health.DOWN, Health.PAUSED)
     if signal is Signal.SUCCESS:
         assert nxt is Health.HEALTHY                         # an answer always brings the key back
-        assert effect is (Effect.RESUME if state in (Health.PARKED, Health.DOWN) else Effect.RECOVER)
+        assert effect is (Effect.RESUME if state in probing else Effect.RECOVER)
     else:
-        assert nxt is not Health.HEALTHY                     # a failure never looks healthy
+        assert nxt is not Health.HEALTHY                     # a failure or a ban never looks healthy
         assert effect not in (Effect.RESUME, Effect.RECOVER)
+    if signal is Signal.BAN:
+        assert nxt is Health.PAUSED                          # a ban always pauses, whatever came before
+        assert effect is (Effect.REPROBE if state is Health.PAUSED else Effect.PAUSE)
     if effect is Effect.GIVE_UP:
         assert nxt is Health.DOWN and state is not Health.DOWN   # URLs are given up once per outage
-    if state in (Health.PARKED, Health.DOWN) and signal is not Signal.SUCCESS:
-        assert nxt in (Health.PARKED, Health.DOWN)           # a parked key never goes back to plain back-off
+    if state in probing and signal is not Signal.SUCCESS:
+        assert nxt in probing                                # a probed key never goes back to plain back-off
     assert len(TABLE) == len(Health) * len(Signal)
 
 
@@ -231,3 +235,34 @@ def test_slow_answers_from_one_key_on_an_ip_slow_its_neighbours_on_that_ip_only(
     fetch(p, "elsewhere", 0.0, response_s=0.01, ip="10.0.0.2")
     assert p.key("neighbour").delay_s == pytest.approx(0.8 * 1.0 + 0.2 * 20.0)
     assert p.key("elsewhere").delay_s == CFG.delay_s
+
+
+# ---- bans ----------------------------------------------------------------------
+
+
+def test_a_ban_pauses_the_key_until_a_probe_answers_without_one():
+    p = Politeness(CFG, rng=random.Random(2))
+    now = fetch(p, "a", 0.0)
+    p.started("a", now)
+    nxt = p.finished("a", now + 0.01, response_s=0.01, status=403, ban="403 wave")
+    st_ = p.key("a")
+    assert p.health("a") is Health.PAUSED and "403 wave" in st_.backoff_reason
+    assert nxt >= now + 0.01 + CFG.probe_s_min
+    p.started("a", nxt)
+    again = p.finished("a", nxt + 0.01, response_s=0.01, status=403, ban="403 wave")   # still banned
+    assert p.health("a") is Health.PAUSED and again >= nxt + 0.01 + 2 * CFG.probe_s_min
+    p.started("a", again)
+    p.finished("a", again + 0.01, response_s=0.01, status=200)
+    assert p.health("a") is Health.HEALTHY and p.key("a").delay_s == CFG.delay_s
+
+
+def test_a_key_banning_past_the_horizon_is_down():
+    cfg = PolitenessConfig(probe_s_min=10.0, probe_s_max=40.0, down_horizon_s=100.0)
+    p = Politeness(cfg)
+    now = 0.0
+    while p.health("a") is not Health.DOWN:
+        start = max(now, p.ready_at("a", now))
+        p.started("a", start)
+        now = p.finished("a", start + 0.01, response_s=0.01, status=403, ban="challenge page")
+        assert start < 1000.0
+    assert p.key("a").failure_kind == "ban (challenge page)"

@@ -20,11 +20,16 @@ with the key's delay and next fetch instant:
     parked    horizon            down      give_up   (queued URLs: host_down)
     down      success            healthy   resume
     down      failure            down      reprobe
+    any       ban                paused    pause     (core/ban.py: 403 wave, challenge)
+    paused    ban                paused    reprobe
+    paused    failure            paused    reprobe
+    paused    horizon            down      give_up   (queued URLs: banned)
+    paused    success            healthy   resume
     ...       horizon            (as before, where not listed above)
 
 `failure_limit` is a failure that makes `park_after` in a row; `horizon` is a
-failure more than `down_horizon_s` after the first one of the run of
-failures. A parked key takes no URL from its queue: its next fetch instant is
+failure (or a ban answer) more than `down_horizon_s` after the first one of
+the run. A paused key (banning us) is probed like a parked one. A parked key takes no URL from its queue: its next fetch instant is
 the probe, one request (the next URL) on an exponential schedule from
 `probe_s_min` doubling up to `probe_s_max`. Its queued URLs stay queued and
 their attempt counts are not touched (the host failed, not the URL). A
@@ -46,6 +51,7 @@ class Health(StrEnum):
     FAILING = "failing"     # one or more failures in a row, below park_after
     PARKED = "parked"       # down: one probe at a time on the probe schedule
     DOWN = "down"           # down past the horizon: its URLs are given up
+    PAUSED = "paused"       # answers with a ban or a challenge: probes only
 
 
 class Signal(StrEnum):
@@ -53,6 +59,7 @@ class Signal(StrEnum):
     FAILURE = "failure"
     FAILURE_LIMIT = "failure_limit"   # this failure makes park_after in a row
     HORIZON = "horizon"               # a failure past down_horizon_s since the first
+    BAN = "ban"                       # the answer shows a ban (core/ban.py)
 
 
 class Effect(StrEnum):
@@ -62,6 +69,7 @@ class Effect(StrEnum):
     REPROBE = "reprobe"
     RESUME = "resume"
     GIVE_UP = "give_up"
+    PAUSE = "pause"
 
 
 class FailureKind(StrEnum):
@@ -72,6 +80,7 @@ class FailureKind(StrEnum):
     TIMEOUT = "timeout"     # connect or read timeout (fetch.connect_s / total_s)
     TLS = "tls"             # handshake or certificate failure
     HTTP_5XX = "5xx"        # any 5xx answer (500, 502, 503, 504, ...)
+    BAN = "ban"             # a 403 wave or a challenge page (core/ban.py), not from failure_kind
 
 
 _H, _S, _E = Health, Signal, Effect
@@ -92,6 +101,15 @@ TABLE: dict[tuple[Health, Signal], tuple[Health, Effect]] = {
     (_H.DOWN, _S.FAILURE): (_H.DOWN, _E.REPROBE),
     (_H.DOWN, _S.FAILURE_LIMIT): (_H.DOWN, _E.REPROBE),
     (_H.DOWN, _S.HORIZON): (_H.DOWN, _E.REPROBE),
+    (_H.HEALTHY, _S.BAN): (_H.PAUSED, _E.PAUSE),
+    (_H.FAILING, _S.BAN): (_H.PAUSED, _E.PAUSE),
+    (_H.PARKED, _S.BAN): (_H.PAUSED, _E.PAUSE),
+    (_H.DOWN, _S.BAN): (_H.PAUSED, _E.PAUSE),
+    (_H.PAUSED, _S.SUCCESS): (_H.HEALTHY, _E.RESUME),
+    (_H.PAUSED, _S.FAILURE): (_H.PAUSED, _E.REPROBE),
+    (_H.PAUSED, _S.FAILURE_LIMIT): (_H.PAUSED, _E.REPROBE),
+    (_H.PAUSED, _S.HORIZON): (_H.DOWN, _E.GIVE_UP),
+    (_H.PAUSED, _S.BAN): (_H.PAUSED, _E.REPROBE),
 }
 
 

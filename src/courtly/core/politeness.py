@@ -297,17 +297,20 @@ class Politeness:
         retry_after: str | None = None,
         error: str | None = None,
         ip: str | None = None,
+        ban: str = "",
     ) -> float:
         """Record a completed request (`error`: the fetcher's error kind when
-        status is 0; `ip`: the address it went to); return the key's next
-        fetch instant."""
+        status is 0; `ip`: the address it went to; `ban`: the ban this answer
+        shows, from core/ban.py); return the key's next fetch instant."""
         st = self.key(key)
         st.in_flight = False
         st.fetches += 1
         st.last_response_s = max(0.0, response_s)
         floor = self._floor(st, now)
         kind = failure_kind(status, error)
-        if kind is not None:
+        if ban:
+            self._failed(st, FailureKind.BAN, now, floor, ban=ban)
+        elif kind is not None:
             self._failed(st, kind, now, floor)
         elif status == 429:   # a throttle: the host is up (a parked key resumes); back off
             st.health, _ = step(st.health, Signal.SUCCESS)
@@ -357,16 +360,19 @@ class Politeness:
         if now >= st.backoff_until:
             st.backoff_reason = ""
 
-    def _failed(self, st: KeyState, kind: FailureKind, now: float, floor: float) -> None:
-        """The host failed (health.py): back off, park, probe later, or give up."""
+    def _failed(self, st: KeyState, kind: FailureKind, now: float, floor: float, *, ban: str = "") -> None:
+        """The host failed or banned us (health.py): back off, park or pause,
+        probe later, or give up."""
         c = self.config
         st.failures += 1
-        if st.failures == 1:
+        if st.failures == 1 or (ban and st.health is not Health.PAUSED):
             st.first_failure_at = now
         st.last_failure_at = now
-        st.failure_kind = str(kind)
+        st.failure_kind = f"{kind} ({ban})" if ban else str(kind)
         if now - st.first_failure_at >= c.down_horizon_s:
             signal = Signal.HORIZON
+        elif ban:
+            signal = Signal.BAN
         elif st.failures >= c.park_after:
             signal = Signal.FAILURE_LIMIT
         else:
@@ -376,11 +382,11 @@ class Politeness:
             st.delay_s = max(self._doubled(st.delay_s, floor), floor)
             st.backoff_reason = f"{kind} x{st.failures}"
             return
-        st.probe_s = c.probe_s_min if effect is Effect.PARK else min(max(st.probe_s, c.probe_s_min / 2) * 2,
-                                                                     c.probe_s_max)
+        first = effect in (Effect.PARK, Effect.PAUSE)
+        st.probe_s = c.probe_s_min if first else min(max(st.probe_s, c.probe_s_min / 2) * 2, c.probe_s_max)
         probe = min(st.probe_s * (1.0 + c.backoff_jitter * self._rng.random()), c.probe_s_max)
         st.backoff_until = max(st.backoff_until, now + probe)
-        st.backoff_reason = f"{st.health}: {st.failures} failures in a row ({kind})"
+        st.backoff_reason = f"{st.health}: {st.failures} failures in a row ({st.failure_kind})"
 
     def health(self, key: str) -> Health:
         st = self._keys.get(key)

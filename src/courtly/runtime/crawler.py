@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from courtly.config import Config
+from courtly.core.ban import BanConfig, BanWatch
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.health import Health
 from courtly.core.netpolicy import is_public_address
@@ -60,7 +61,7 @@ from courtly.runtime.dns_ahead import DnsAhead
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
-from courtly.runtime.results import Results, host_down_detail
+from courtly.runtime.results import Results
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
 from courtly.ports import Batch
@@ -146,6 +147,7 @@ class Crawler(LeaseRequests):
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
         self.dns_ahead = DnsAhead(resolver)
+        self.bans = BanWatch(BanConfig(run_403=p.ban_403_run, run_same_body=p.ban_same_body_run))
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0
@@ -473,8 +475,7 @@ class Crawler(LeaseRequests):
             self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
             return "done"
         if self.politeness.gives_up(item.key, now):   # down past the horizon, no probe due
-            self.decide(item.url, item.key, item.via, Reason.HOST_DOWN,
-                        host_down_detail(self.politeness.key(item.key)), now, item.depth, state="failed")
+            self.results.give_up(item, now)
             return "done"
         origin = origin_of_normalized(item.url)   # queued URLs are normalised
         origin_s = origin_text_of_normalized(item.url)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, NamedTuple
 
 __all__ = ["HostHealthRow", "unhealthy_hosts", "health_line", "health_lines"]
 
-UNHEALTHY = ("failing", "parked", "down")
+UNHEALTHY = ("failing", "parked", "paused", "down")
 
 
 class HostHealthRow(NamedTuple):
@@ -53,7 +53,9 @@ def health_line(r: HostHealthRow) -> str:
     if r.next_probe_at is not None:
         text += f", next probe {_at(r.next_probe_at)}"
     if r.health == "down":
-        text += ": its URLs are given up (host_down) until a probe is answered"
+        text += ": its URLs are given up (host_down or banned) until a probe is answered"
+    elif r.health == "paused":
+        text += ": it answers with a ban or a challenge page; its URLs wait"
     return text
 
 

@@ -332,10 +332,10 @@ class CrawlObserver:
         return delays, backing
 
     def _health_counts(self) -> dict[str, int]:
-        """Keys failing, parked or down (core/health.py)."""
+        """Keys failing, parked, paused (bans) or down (core/health.py)."""
         pol = self._c.politeness
         counts = Counter(str(pol.key(k).health) for k in pol.known_keys())
-        return {h: counts.get(h, 0) for h in ("failing", "parked", "down")}
+        return {h: counts.get(h, 0) for h in ("failing", "parked", "paused", "down")}
 
     def _ip_rate_max(self, now: float) -> float:
         for ip in list(self._ip_starts):

@@ -83,12 +83,13 @@ class LeaseRequests:
                     ev.set()
             for o in self.observers:
                 o.on_response(result)
+            ban = self.bans.answered(key, url, result.status, result.content or result.body or b"")
             self.politeness.finished(
                 key, done, response_s=result.elapsed_s, status=result.status,
                 retry_after=result.headers.get("retry-after") if result.headers else None,
-                error=result.error, ip=ip,
+                error=result.error, ip=ip, ban=ban,
             )
-            kind = failure_kind(result.status, result.error)
+            kind = "ban" if ban else failure_kind(result.status, result.error)
             if kind is not None:
                 self.stats.host_failures[kind] = self.stats.host_failures.get(kind, 0) + 1
             self.batch.hosts[key] = self.politeness.key(key).snapshot()

@@ -87,6 +87,14 @@ class Results:
         xml = bool(status) and is_xml(result, item.url)
         why = "feed" if xml else item.kind
         c.stats.by_reason[why] = c.stats.by_reason.get(why, 0) + 1
+        health = c.politeness.health(item.key)
+        if health is Health.PAUSED or (health is Health.DOWN and c.bans.paused_on(item.key)):
+            # a ban or challenge answer (core/ban.py): logged, never taken for the page
+            self.archive(item.url, result, kind="page", meta={"ban": c.bans.paused_on(item.key)})
+            if health is Health.DOWN:
+                self.give_up(item, now)
+                return "done"
+            return "retry-later"     # stays queued, attempts untouched; the key waits its probe
         if status == 0 or status >= 500 or status == 429:
             if status:
                 self._count(status)
@@ -168,12 +176,19 @@ class Results:
             return None
         st = c.politeness.key(item.key)
         if st.health is Health.DOWN:
-            c.decide(item.url, item.key, item.via, Reason.HOST_DOWN, host_down_detail(st), now, item.depth,
-                     state="failed")
+            self.give_up(item, now)
             return "done"
         if st.failures > 1 or st.health is Health.PARKED:
             return "retry-later"
         return None
+
+    def give_up(self, item: UrlItem, now: float) -> None:
+        """The key is down past the horizon (core/health.py): the URL is given
+        up as host_down, or banned when the key's answers were a ban."""
+        c = self.c
+        st = c.politeness.key(item.key)
+        reason = Reason.BANNED if st.failure_kind.startswith("ban") else Reason.HOST_DOWN
+        c.decide(item.url, item.key, item.via, reason, host_down_detail(st), now, item.depth, state="failed")
 
     async def _wait_for_room(self) -> None:
         fut = asyncio.get_running_loop().create_future()
@@ -262,9 +277,10 @@ def is_xml(result, url: str) -> bool:
 
 
 def host_down_detail(st) -> str:
-    """Why a key's URL was given up: since when it is down, its last failure."""
+    """Why a key's URL was given up: since when it is down (or banning us), its last failure."""
     def at(t: float) -> str:
         return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    return (f"down since {at(st.first_failure_at)}, last failure {at(st.last_failure_at)} "
+    what = "banning us" if st.failure_kind.startswith("ban") else "down"
+    return (f"{what} since {at(st.first_failure_at)}, last failure {at(st.last_failure_at)} "
             f"({st.failure_kind}, {st.failures} in a row)")
