@@ -33,11 +33,19 @@ WEB = {
 }
 
 
+class _ResolverPerHost:
+    """Each host on its own address: slow.example's slowness is its own, not its IP's."""
+
+    async def resolve(self, host: str) -> list[str]:
+        return ["127.0.0.2" if host.startswith("slow.") else "127.0.0.3"]
+
+
 def _first_run(tmp_path, *, hang_on: str | None) -> None:
     """Crawl until slow.example's first page is fetched, then stop (or, with
     `hang_on`, abort while a request to that URL is on the wire)."""
     c, fetcher = _crawler(tmp_path, WEB, _cfg()
                           .replace("crawl", fetch_tasks=1, batch_max=1))
+    c.resolver = c.dns_ahead.resolver = _ResolverPerHost()
     hung = asyncio.Event()
 
     async def fetch(url: str, *, ip: str, headers: dict):

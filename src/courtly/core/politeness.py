@@ -9,7 +9,8 @@ guarantees one lease per key, so one fetch loop serves each key; this module
 only computes *when*.
 
     response     = max(median of the key's last `response_window` response
-                       times, the same for its IP)   (missing ones count 0)
+                       times (missing ones count 0), the largest such median
+                       of the keys last answered from its IP)
     delay target = max(floor, min(response_factor x response, response_delay_s_max))
     delay        = max(floor, 0.8 x old delay + 0.2 x target)
     floor        = max(delay_s_min, capped Crawl-delay)   (never smoothed below)
@@ -17,9 +18,10 @@ only computes *when*.
 The response time is a running median, not the last one: a single slow or
 dripping response (a 60 s drip once made a whole registered domain wait
 120 s) moves nothing, a host slow on most of its last answers slows down, and
-`response_delay_s_max` (30 s) bounds what slowness alone can ask. The IP's
-median counts every key's answers from that address: a slow server slows
-every key it hosts (the seeds' per-IP rule).
+`response_delay_s_max` (30 s) bounds what slowness alone can ask. The IP
+term is the slowest of the last IP_KEYS_MAX keys that answered from that
+address: one slow site on a shared server slows every key the server hosts
+(the seeds' per-IP rule), so they do not load it further.
 
 A 429 or 503 doubles the delay (up to backoff_s_max, 1 h) and honours
 Retry-After (delta-seconds or an HTTP-date), so the next request waits for the
@@ -176,7 +178,10 @@ class IpState:
     ip: str
     in_flight: int = 0
     starts: collections.deque = field(default_factory=collections.deque)
-    responses: list[float] = field(default_factory=list)   # every key's, the last window
+    key_response_s: dict[str, float] = field(default_factory=dict)   # key -> its median, last IP_KEYS_MAX
+
+
+IP_KEYS_MAX = 64   # keys whose response time an IP remembers
 
 
 def _median_response(times: list[float], window: int) -> float:
@@ -343,9 +348,12 @@ class Politeness:
         _remember(st.responses, st.last_response_s, c.response_window)
         response = _median_response(st.responses, c.response_window)
         if ip is not None:
-            ips = self._ip(ip)
-            _remember(ips.responses, st.last_response_s, c.response_window)
-            response = max(response, _median_response(ips.responses, c.response_window))
+            seen = self._ip(ip).key_response_s
+            seen.pop(st.key, None)
+            seen[st.key] = response      # the most recent last: the oldest key is forgotten first
+            if len(seen) > IP_KEYS_MAX:
+                del seen[next(iter(seen))]
+            response = max(seen.values())
         st.health, effect = step(st.health, Signal.SUCCESS)
         st.failures = 0
         st.probe_s = 0.0

@@ -504,8 +504,9 @@ class Crawler(LeaseRequests):
             return "retry-later"
         rules = view.rules
         reason = view.skip_reason(self.token, path_of(item.url))
-        if reason is Reason.ROBOTS_UNREACHABLE and self.politeness.health(item.key) is not Health.HEALTHY:
-            # the host is failing, not refusing: the URL waits (the next try is a probe)
+        if reason is Reason.ROBOTS_UNREACHABLE and self.politeness.health(item.key) in _WAITING:
+            # the host is down (or banning us), not refusing: the URL waits; the next try is a probe.
+            # (A robots.txt that fails while the host is up is unreachable, disallow all, as before.)
             self._hold[item.key] = view.retry_at or self.clock.now() + 5.0
             return "retry-later"
         if reason is not None:
@@ -552,6 +553,9 @@ class Crawler(LeaseRequests):
     def _idle(self) -> bool:
         """Nothing left to do: the run ends (a worker waits for more instead)."""
         return len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
+
+_WAITING = (Health.PARKED, Health.PAUSED, Health.DOWN)
+
 
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]
