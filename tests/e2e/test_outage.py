@@ -1,5 +1,6 @@
-"""The failing hosts of sim/outage.py crawled by `courtly crawl`, judged from
-the server's log by sim/outage_check.py (issue 17's "done when").
+"""The failing hosts of `courtly simweb outage` (sim/outage.py) crawled by
+`courtly crawl` and judged from the server's log by `courtly simweb check`
+(sim/outage_check.py): issue 17's "done when".
 
 The schedule is scaled down so the test takes seconds: a probe base of
 0.25 s stands for 1 min, and the host is down for 4 s (2 s cut, 2 s hung),
@@ -15,14 +16,14 @@ on attempts, which load can only help, except the recovery of the burst host.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
+import signal
+import subprocess
+import time
 
-from crawl_support import db_rows, run_courtly
+from crawl_support import courtly_cmd, db_rows, run_courtly
 
-from courtly.sim.outage import DOWN, HOSTS, OutageConfig, OutageWeb
-from courtly.sim.outage_check import check_outage
+from courtly.sim.outage import DOWN
 
 CONFIG = """
 [crawl]
@@ -44,52 +45,36 @@ commit_interval_s = 0.2
 """
 
 
-class _Serving:
-    """The outage web on its own event loop in a thread, for the test's duration."""
-
-    def __init__(self, config: OutageConfig, log_path) -> None:
-        self.web = OutageWeb(config, log_path)
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.stop: asyncio.Event | None = None
-        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),), daemon=True)
-
-    async def _main(self) -> None:
-        self.stop = asyncio.Event()
-        async with self.web:
-            self.ready.set()
-            await self.stop.wait()
-
-    def __enter__(self) -> OutageWeb:
-        self.thread.start()
-        assert self.ready.wait(10.0), "the outage web did not start"
-        return self.web
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10.0)
+def _serve(out) -> subprocess.Popen:
+    """`courtly simweb outage` as a child process, once it listens."""
+    proc = subprocess.Popen(courtly_cmd("simweb", "outage", "--out", str(out), "--pages", "24",
+                                        "--refused-s", "2", "--hang-s", "2", "--duration-s", "120"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20.0
+    while not (out / "ready.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "simweb outage did not start"
+        time.sleep(0.05)
+    return proc
 
 
 def test_failing_hosts_are_backed_off_parked_paused_and_crawled_when_back(tmp_path):
-    cfg = OutageConfig(pages=24, refused_s=2.0, hang_s=2.0)
     (tmp_path / "c.toml").write_text(CONFIG)
-    with _Serving(cfg, tmp_path / "requests.jsonl") as web:
-        (tmp_path / "hosts.json").write_text(json.dumps(HOSTS))
-        (tmp_path / "seeds.txt").write_text("\n".join(web.seeds) + "\n")
-        out = tmp_path / "crawl"
-        proc = run_courtly("crawl", "--config", str(tmp_path / "c.toml"), "--seeds-file",
-                           str(tmp_path / "seeds.txt"), "--hosts-file", str(tmp_path / "hosts.json"),
-                           "--out", str(out), "--quiet", "--allow-network", "127.0.5.0/24",
-                           "--duration-s", "14", timeout=120)
+    web, out = tmp_path / "web", tmp_path / "crawl"
+    server = _serve(web)
+    try:
+        proc = run_courtly("crawl", "--config", str(tmp_path / "c.toml"), "--seeds-file", str(web / "seeds.txt"),
+                           "--hosts-file", str(web / "hosts.json"), "--out", str(out), "--quiet",
+                           "--allow-network", "127.0.5.0/24", "--duration-s", "14", timeout=120)
         assert proc.returncode == 0, proc.stderr
-        down_at, up_at = web.state.down_at, web.up_at
-        records = web.log.records()
-    assert down_at is not None
-    rep = check_outage(records, cfg, down_at=down_at, up_at=up_at, delay_s=0.05, park_after=3,
-                       probe_s_min=0.25, probe_s_max=2.0)
-    assert rep.ok, rep.violations
-    assert 3 <= rep.down_attempts <= 12
-    assert rep.challenge_requests >= 10 and rep.burst_gaps
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(20)
+    check = run_courtly("simweb", "check", str(web / "requests.jsonl"), "--delay-s-min", "0.05",
+                        "--park-after", "3", "--probe-s-min", "0.25", "--probe-s-max", "2", "--json")
+    rep = json.loads(check.stdout)
+    assert check.returncode == 0 and rep["ok"], rep["violations"]
+    assert 3 <= rep["down_attempts"] <= 12
+    assert rep["challenge_requests"] >= 10 and rep["burst_gaps_s"]
     failed = db_rows(out, "SELECT url, reason FROM urls WHERE key = ? AND state != 'fetched'", (DOWN,))
     assert failed == []                    # no URL of the down host failed or waits
     hosts = {k: json.loads(v) for k, v in db_rows(out, "SELECT key, state FROM hosts")}

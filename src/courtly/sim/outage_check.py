@@ -136,7 +136,7 @@ def _burst(rep: OutageReport, recs: list[LogRecord], delay_s: float, park_after:
             continue
         need = probe_s_min if run >= park_after else min(delay_s * 2 ** run, backoff_s_max)
         if gaps[i] < need - GAP_TOLERANCE_S:
-            rep.violations.append(f"burst: {gaps[i]:.3f} s after the {run}th 5xx in a row ({r.status}), "
+            rep.violations.append(f"burst: {gaps[i]:.3f} s after {run} 5xx answers in a row (the last {r.status}), "
                                   f"under the {need:.3f} s the doubling asks")
     last_5xx = max((i for i, r in enumerate(recs) if r.status >= 500), default=None)
     if last_5xx is not None and last_5xx + 3 < len(recs):
