@@ -266,3 +266,24 @@ def test_a_key_banning_past_the_horizon_is_down():
         now = p.finished("a", start + 0.01, response_s=0.01, status=403, ban="challenge page")
         assert start < 1000.0
     assert p.key("a").failure_kind == "ban (challenge page)"
+
+
+@PROPERTY
+@given(st.lists(st.tuples(st.integers(0, 80), st.sampled_from([0.0, 0.01, 0.3, 2.0, 9.0])), max_size=300))
+def test_the_ip_term_is_the_largest_median_of_the_last_64_keys_on_that_ip(answers):
+    from courtly.core.politeness import IP_KEYS_MAX
+
+    p = Politeness(CFG)
+    medians: dict[str, float] = {}   # recomputed here, without the incremental bookkeeping
+    for i, (k, response_s) in enumerate(answers):
+        key = f"k{k}"
+        p.started(key, p.ready_at(key, 10.0 * i))
+        p.finished(key, max(10.0 * i, p.ready_at(key, 10.0 * i)), response_s=response_s, status=200, ip="10.0.0.9")
+        times = p.key(key).responses
+        medians.pop(key, None)
+        medians[key] = sorted(times + [0.0] * (5 - len(times)))[2]
+        while len(medians) > IP_KEYS_MAX:
+            del medians[next(iter(medians))]
+        ips = p._ips["10.0.0.9"]
+        assert ips.key_response_s == medians
+        assert ips.key_response_s[ips.slowest_key] == max(medians.values())

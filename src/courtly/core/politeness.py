@@ -179,6 +179,7 @@ class IpState:
     in_flight: int = 0
     starts: collections.deque = field(default_factory=collections.deque)
     key_response_s: dict[str, float] = field(default_factory=dict)   # key -> its median, last IP_KEYS_MAX
+    slowest_key: str = ""              # the key of the largest of those (kept as they change)
 
 
 IP_KEYS_MAX = 64   # keys whose response time an IP remembers
@@ -187,13 +188,19 @@ IP_KEYS_MAX = 64   # keys whose response time an IP remembers
 def _median_response(times: list[float], window: int) -> float:
     """Median of the last `window` response times, missing ones counted 0: a
     key's first slow answer is no trend yet."""
-    padded = sorted([*times, *[0.0] * (window - len(times))])
+    padded = sorted(times)
+    if len(padded) < window:   # times are >= 0: the missing zeros sort first
+        padded[:0] = [0.0] * (window - len(padded))
     return padded[window // 2] if window % 2 else (padded[window // 2 - 1] + padded[window // 2]) / 2
+
+
+_ON_SUCCESS = {h: step(h, Signal.SUCCESS) for h in Health}   # the table's column, looked up per answer
 
 
 def _remember(times: list[float], sample: float, window: int) -> None:
     times.append(sample)
-    del times[:-window]
+    if len(times) > window:
+        del times[:-window]
 
 
 class Politeness:
@@ -348,13 +355,8 @@ class Politeness:
         _remember(st.responses, st.last_response_s, c.response_window)
         response = _median_response(st.responses, c.response_window)
         if ip is not None:
-            seen = self._ip(ip).key_response_s
-            seen.pop(st.key, None)
-            seen[st.key] = response      # the most recent last: the oldest key is forgotten first
-            if len(seen) > IP_KEYS_MAX:
-                del seen[next(iter(seen))]
-            response = max(seen.values())
-        st.health, effect = step(st.health, Signal.SUCCESS)
+            response = max(response, self._ip_response(self._ip(ip), st.key, response))
+        st.health, effect = _ON_SUCCESS[st.health]
         st.failures = 0
         st.probe_s = 0.0
         if effect is Effect.RESUME:
@@ -367,6 +369,24 @@ class Politeness:
         st.delay_s = max(floor, w * st.delay_s + (1.0 - w) * target)
         if now >= st.backoff_until:
             st.backoff_reason = ""
+
+    @staticmethod
+    def _ip_response(ips: IpState, key: str, response: float) -> float:
+        """Note `key`'s median on its IP; the slowest recent key's median there."""
+        seen = ips.key_response_s
+        seen.pop(key, None)
+        seen[key] = response      # the most recent last: the oldest key is forgotten first
+        if len(seen) > IP_KEYS_MAX:
+            gone = next(iter(seen))
+            del seen[gone]
+            if gone == ips.slowest_key:
+                ips.slowest_key = ""
+        slowest = seen.get(ips.slowest_key)
+        if slowest is None or response >= slowest:
+            ips.slowest_key = key
+        elif key == ips.slowest_key:   # the slowest got faster: look again (rare)
+            ips.slowest_key = max(seen, key=seen.__getitem__)
+        return seen[ips.slowest_key]
 
     def _failed(self, st: KeyState, kind: FailureKind, now: float, floor: float, *, ban: str = "") -> None:
         """The host failed or banned us (health.py): back off, park or pause,
