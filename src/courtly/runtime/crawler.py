@@ -10,11 +10,13 @@ until something changes (a task ends, URLs are queued). Nothing polls.
 A fetch task serves one lease, i.e. one politeness key, URL after URL:
 
     purged?                              (Decision PURGED; see runtime/takedown)
+    key down past its horizon?           (Decision HOST_DOWN / BANNED; core/health)
     robots ready for the URL's origin?   (fetch robots.txt first, same rules)
     allowed by robots?                   (else Decision ROBOTS / ROBOTS_UNREACHABLE)
     resolve + SSRF check                 (else Decision DNS / NON_PUBLIC)
     wait for the key's next fetch time, then for the IP's limits
     fetch -> politeness.finished -> WARC record -> links -> store
+    (a failure of the host backs the key off or parks it; its URL waits)
 
 Politeness is structural: only the lease holder fetches for a key, a per-key
 lock covers the rare request made for another key (a robots.txt redirect to

@@ -237,7 +237,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
                          f"{_age(t['age_p50_s']):>9} {_age(t['age_p90_s']):>9}")
     else:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
-    lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
+    lines.append(f"hosts throttled by politeness (back-off after 429, 5xx or network failures): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
     lines += health_lines(unhealthy)
     lines.append("top reasons URLs were not fetched")
