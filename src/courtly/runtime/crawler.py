@@ -235,7 +235,7 @@ class Crawler(LeaseRequests):
         ip_window_s = 1.0 + self.politeness.config.ip_margin_s
         if clean:
             self.politeness.hold_all_until(now + ip_window_s)
-            log.info("resuming after a clean stop: each key keeps its saved next fetch time",
+            log.debug("resuming after a clean stop: each key keeps its saved next fetch time",
                      extra={"event": "resume", "clean": True, "keys": len(saved)})
             return
         cap = max(p.delay_s, p.crawl_delay_s_max)
