@@ -44,9 +44,9 @@ def test_a_down_host_hammered_at_its_delay_fails():
     assert any(v.startswith("down: 150 attempts") for v in rep.violations)
 
 
-def test_a_probe_sooner_than_the_last_fails():
-    attempts = [100.0, 100.2, 100.6, 104.6, 105.0]
-    assert any("sooner" in v for v in check_outage(good_log(attempts), CFG, **ARGS).violations)
+def test_a_probe_sooner_than_the_schedule_fails():
+    attempts = [100.0, 100.2, 100.6, 101.6, 102.7]      # the second probe 1 s after the first, not 2
+    assert any("probe 2 came" in v for v in check_outage(good_log(attempts), CFG, **ARGS).violations)
 
 
 def test_pages_not_fetched_after_the_host_came_back_fail():
