@@ -287,3 +287,17 @@ def test_the_ip_term_is_the_largest_median_of_the_last_64_keys_on_that_ip(answer
         ips = p._ips["10.0.0.9"]
         assert ips.key_response_s == medians
         assert ips.key_response_s[ips.slowest_key] == max(medians.values())
+
+
+@pytest.mark.parametrize("error", ["not_sent", "non_public", "invalid_url", "dns"])
+def test_a_request_that_got_no_answer_and_no_host_failure_changes_no_health(error):
+    p = Politeness(CFG)
+    now = 0.0
+    for _ in range(CFG.park_after):
+        now = fetch(p, "a", now, status=0, error="connect")
+    before = p.key("a").snapshot()
+    fetch(p, "a", now, status=0, error=error)      # e.g. the crawl stopping while the probe waited
+    after = p.key("a").snapshot()
+    assert p.health("a") is Health.PARKED
+    assert {k: v for k, v in after.items() if k not in ("next_fetch_at", "fetches")} == \
+        {k: v for k, v in before.items() if k not in ("next_fetch_at", "fetches")}

@@ -324,6 +324,8 @@ class Politeness:
             self._failed(st, FailureKind.BAN, now, floor, ban=ban)
         elif kind is not None:
             self._failed(st, kind, now, floor)
+        elif status == 0:
+            pass   # no answer and no failure of the host (not sent, our own refusal): nothing learned
         elif status == 429:   # a throttle: the host is up (a parked key resumes); back off
             st.health, _ = step(st.health, Signal.SUCCESS)
             st.failures = 0
