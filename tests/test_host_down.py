@@ -5,9 +5,10 @@ its URLs given up with reason host_down, naming the first and last failure.
 A real Crawler and SqliteStore with the fakes of tests/test_overflow.py. The
 probe schedule is scaled down (a probe base of 50 ms instead of 60 s) so the
 test runs in a second; it judges by the schedule's ratios, from the fake
-server's side: the attempts made while the host was down are counted there.
-A loaded machine can only make fewer attempts (every politeness wait is a
-lower bound), never more, so the bound cannot fail under load.
+server's side: the attempts made while the host was down are counted there
+(6 on an idle machine). A loaded machine can only make fewer attempts (every
+politeness wait is a lower bound), never more, so the bound cannot fail
+under load.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_a_host_down_for_ten_probe_units_gets_about_a_dozen_attempts_and_is_craw
     c.add_seeds(["https://down.example/"])
     asyncio.run(asyncio.wait_for(c.run(), 30.0))
     assert outage.down_at is not None
-    assert 3 <= outage.attempts_while_down <= 12            # not one per delay (it was ~50 here)
+    assert 1 <= outage.attempts_while_down <= 12            # not one per delay (it was ~50 here)
     assert not [d for d in _decisions(c) if d[0].startswith("https://down.example/")]   # none failed
     assert sorted(u for u in outage.fetched if u.startswith("https://down.example/")) == \
         sorted(u for u in WEB if u.startswith("https://down.example/"))
@@ -114,15 +115,17 @@ def test_a_parked_host_is_shown_by_explain_stats_and_report_with_since_and_next_
     c, fetcher = _crawler(tmp_path, WEB, _cfg(probe_s_min=3600.0, probe_s_max=7200.0))
     outage = _Outage(c, None)
 
-    async def fetch(url: str, *, ip: str, headers: dict):
-        result = await outage.fetch(url, ip=ip, headers=headers)
-        if c.politeness.health("down.example") is Health.PARKED:
-            c.stop()
-        return result
-
-    fetcher.fetch = fetch
+    fetcher.fetch = outage.fetch
     c.add_seeds(["https://down.example/"])
-    asyncio.run(asyncio.wait_for(c.run(), 30.0))
+
+    async def go() -> None:
+        crawl = asyncio.create_task(c.run())
+        while c.politeness.health("down.example") is not Health.PARKED and not crawl.done():
+            await asyncio.sleep(0.01)
+        c.stop()          # the next probe is an hour away
+        await crawl
+
+    asyncio.run(asyncio.wait_for(go(), 30.0))
     c.store.close()
     assert outage.attempts_while_down == 3        # park_after, then nothing for an hour
     queued = [u for u in WEB if u.startswith("https://down.example/p") and u not in outage.fetched]

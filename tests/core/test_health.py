@@ -43,9 +43,9 @@ def test_every_state_and_signal_pair_has_one_transition_that_keeps_the_rules(sta
     else:
         assert nxt is not Health.HEALTHY                     # a failure or a ban never looks healthy
         assert effect not in (Effect.RESUME, Effect.RECOVER)
-    if signal is Signal.BAN:
-        assert nxt is Health.PAUSED                          # a ban always pauses, whatever came before
-        assert effect is (Effect.REPROBE if state is Health.PAUSED else Effect.PAUSE)
+    if signal is Signal.BAN:   # a ban pauses, whatever came before; a key given up stays given up
+        assert nxt is (Health.DOWN if state is Health.DOWN else Health.PAUSED)
+        assert effect is (Effect.REPROBE if state in (Health.PAUSED, Health.DOWN) else Effect.PAUSE)
     if effect is Effect.GIVE_UP:
         assert nxt is Health.DOWN and state is not Health.DOWN   # URLs are given up once per outage
     if state in probing and signal is not Signal.SUCCESS:

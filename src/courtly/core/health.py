@@ -21,6 +21,7 @@ with the key's delay and next fetch instant:
     down      success            healthy   resume
     down      failure            down      reprobe
     any       ban                paused    pause     (core/ban.py: 403 wave, challenge)
+    down      ban                down      reprobe   (its URLs stay given up)
     paused    ban                paused    reprobe
     paused    failure            paused    reprobe
     paused    horizon            down      give_up   (queued URLs: banned)
@@ -104,7 +105,7 @@ TABLE: dict[tuple[Health, Signal], tuple[Health, Effect]] = {
     (_H.HEALTHY, _S.BAN): (_H.PAUSED, _E.PAUSE),
     (_H.FAILING, _S.BAN): (_H.PAUSED, _E.PAUSE),
     (_H.PARKED, _S.BAN): (_H.PAUSED, _E.PAUSE),
-    (_H.DOWN, _S.BAN): (_H.PAUSED, _E.PAUSE),
+    (_H.DOWN, _S.BAN): (_H.DOWN, _E.REPROBE),      # given up already: a ban keeps it so
     (_H.PAUSED, _S.SUCCESS): (_H.HEALTHY, _E.RESUME),
     (_H.PAUSED, _S.FAILURE): (_H.PAUSED, _E.REPROBE),
     (_H.PAUSED, _S.FAILURE_LIMIT): (_H.PAUSED, _E.REPROBE),

@@ -395,7 +395,7 @@ class Politeness:
         probe later, or give up."""
         c = self.config
         st.failures += 1
-        if st.failures == 1 or (ban and st.health is not Health.PAUSED):
+        if st.failures == 1 or (ban and st.health not in (Health.PAUSED, Health.DOWN)):
             st.first_failure_at = now
         st.last_failure_at = now
         st.failure_kind = f"{kind} ({ban})" if ban else str(kind)

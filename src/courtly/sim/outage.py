@@ -18,7 +18,8 @@ loopback address (two share one), with behaviours on a schedule:
                                       is one challenge body (tag outage_challenge)
     slow.outage.test       127.0.5.4  each answer (robots.txt too) `slow_step_s`
                                       slower than the last, up to `slow_max_s`
-                                      (pages tagged outage_slow)
+                                      (pages tagged outage_slow; it links
+                                      to `slow_pages` pages only)
     neighbour.outage.test  127.0.5.4  fast, on the slow host's IP
 
 Every host serves robots.txt as 404 (allow all), `/` linking to `/p0` ..
@@ -69,6 +70,7 @@ class OutageConfig:
     challenge_after: int = 3
     slow_step_s: float = 0.05
     slow_max_s: float = 0.5
+    slow_pages: int = 6       # the slow host links to this many pages only (it is crawled slowly)
 
     def __post_init__(self) -> None:
         if self.pages < 1 or self.refused_s < 0 or self.hang_s < 0 or self.slow_step_s < 0:
@@ -216,7 +218,8 @@ class OutageWeb:
         if path == "/robots.txt":
             return 404, b"not found", slow_s, None
         if path == "/":
-            links = "".join(f'<a href="/p{i}">page {i}</a> ' for i in range(cfg.pages))
+            n = min(cfg.pages, cfg.slow_pages) if host == SLOW else cfg.pages
+            links = "".join(f'<a href="/p{i}">page {i}</a> ' for i in range(n))
             return 200, f"<html><body>{host} {links}</body></html>".encode(), slow_s, None
         if not (path.startswith("/p") and path[2:].isdigit() and int(path[2:]) < cfg.pages):
             return 404, b"not found", slow_s, None
