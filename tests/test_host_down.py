@@ -83,7 +83,7 @@ def test_a_host_down_for_ten_probe_units_gets_about_a_dozen_attempts_and_is_craw
     c.add_seeds(["https://down.example/"])
     asyncio.run(asyncio.wait_for(c.run(), 30.0))
     assert outage.down_at is not None
-    assert 1 <= outage.attempts_while_down <= 12            # not one per delay (it was ~50 here)
+    assert 1 <= outage.attempts_while_down <= 12   # the code before: 21, and 7 of the 9 URLs failed
     assert not [d for d in _decisions(c) if d[0].startswith("https://down.example/")]   # none failed
     assert sorted(u for u in outage.fetched if u.startswith("https://down.example/")) == \
         sorted(u for u in WEB if u.startswith("https://down.example/"))
