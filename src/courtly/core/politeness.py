@@ -30,8 +30,11 @@ refused or reset, timeouts, TLS, any 5xx; `core/health.py`): the delay is
 doubled, times a jitter in [1, 1 + backoff_jitter), up to backoff_s_max; after
 `park_after` failures in a row the key is parked (one probe on an exponential
 schedule) and after `down_horizon_s` down its URLs are given up (`health.py`
-has the table). Successful answers let the smoothing bring the delay back
-gradually; a parked key that answers resumes at its normal delay.
+has the table). An answer the caller found to be a ban (`core/ban.py`: a 403
+wave, a challenge page) pauses the key, probed the same way. Successful
+answers let the smoothing bring the delay back gradually; a parked or paused
+key that answers resumes at its normal delay. A request with neither an
+answer nor a failure of the host (not sent) changes nothing.
 The next request may start `delay` after the previous one *completed*.
 
 Each resolved IP has an `IpState`: at most `ip_concurrency` requests in flight
