@@ -140,8 +140,28 @@ class PolitenessSection:
     ip_concurrency: int = 4
     ip_rate: float = 5.0
     allow: tuple[AllowSection, ...] = ()
+    # slowness and host failures (core/politeness.py, core/health.py)
+    response_window: int = 5
+    response_delay_s_max: float = 30.0
+    backoff_jitter: float = 0.1
+    park_after: int = 3
+    probe_s_min: float = 60.0
+    probe_s_max: float = 21600.0
+    down_horizon_s: float = 86400.0
+    ban_403_run: int = 10
+    ban_same_body_run: int = 10
 
     def __post_init__(self) -> None:
+        if self.ban_403_run < 2 or self.ban_same_body_run < 2:
+            raise ConfigError("politeness.ban_403_run and ban_same_body_run must be >= 2")
+        _positive("politeness.response_window", self.response_window)
+        _non_negative("politeness.response_delay_s_max", self.response_delay_s_max)
+        _non_negative("politeness.backoff_jitter", self.backoff_jitter)
+        _positive("politeness.park_after", self.park_after)
+        _positive("politeness.probe_s_min", self.probe_s_min)
+        _positive("politeness.down_horizon_s", self.down_horizon_s)
+        if self.probe_s_max < self.probe_s_min:
+            raise ConfigError("politeness.probe_s_max must be >= politeness.probe_s_min")
         _non_negative("politeness.delay_s", self.delay_s)
         _non_negative("politeness.crawl_delay_s_max", self.crawl_delay_s_max)
         _non_negative("politeness.response_factor", self.response_factor)
@@ -217,9 +237,11 @@ class NetworkSection:
     allow: tuple[str, ...] = ()        # CIDRs allowed beside public addresses
     resolve: tuple[str, ...] = ()      # "host:ip" pins, like curl --resolve
     hosts_file: str = ""               # JSON {"host": "ip"} (e.g. from courtly simweb)
+    dns_stale_s_max: float = 3600.0    # a failing lookup serves the last good answer this long past its TTL
 
     def __post_init__(self) -> None:
         check_networks("network.allow", self.allow)
+        _non_negative("network.dns_stale_s_max", self.dns_stale_s_max)
 
 
 @dataclass(frozen=True, slots=True)

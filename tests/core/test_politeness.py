@@ -19,7 +19,9 @@ from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig, pa
 
 PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=None)
 
-CFG = PolitenessConfig()
+# exact doubling and no parking: the delay formula alone (tests/core/test_health.py
+# covers the jitter, parking and probes of the default settings)
+CFG = PolitenessConfig(backoff_jitter=0.0, park_after=1000)
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 
 
@@ -48,13 +50,32 @@ def test_fast_responses_keep_the_minimum_delay():
     assert p.key("a").delay_s == 1.0
 
 
-def test_slow_response_raises_the_delay_smoothed_0_8_old_0_2_target():
+def test_one_slow_or_dripping_response_does_not_move_the_delay():
     p = Politeness(CFG)
-    fetch(p, "a", 0.0, response_s=0.5)  # target 10 x 0.5 = 5
+    now = fetch(p, "a", 0.0, response_s=0.05)
+    now = fetch(p, "a", now, response_s=60.0)     # a body dripped until the fetch deadline
+    assert p.key("a").delay_s == 1.0
+    for _ in range(3):
+        now = fetch(p, "a", now, response_s=0.05)
+    assert p.key("a").delay_s == 1.0
+
+
+def test_slow_responses_on_most_of_the_window_raise_the_delay_smoothed_0_8_old_0_2_target():
+    p = Politeness(CFG)
+    fetch(p, "a", 0.0, response_s=0.5)
+    fetch(p, "a", 10.0, response_s=0.5)
+    assert p.key("a").delay_s == 1.0               # two of five: no trend yet
+    ready = fetch(p, "a", 20.0, response_s=0.5)     # three of five: median 0.5, target 10 x 0.5
     assert p.key("a").delay_s == pytest.approx(0.8 * 1.0 + 0.2 * 5.0)
-    ready = fetch(p, "a", 10.0, response_s=0.5)
-    assert p.key("a").delay_s == pytest.approx(0.8 * 1.8 + 0.2 * 5.0)
-    assert ready == pytest.approx(10.5 + 2.44)
+    assert ready == pytest.approx(20.5 + 1.8)
+
+
+def test_the_response_time_term_is_capped():
+    p = Politeness(CFG)
+    now = 0.0
+    for _ in range(80):
+        now = fetch(p, "a", now, response_s=50.0)   # 10 x 50 s would be 500 s
+    assert p.key("a").delay_s == pytest.approx(CFG.response_delay_s_max, rel=1e-6)
 
 
 def test_delay_converges_to_ten_times_the_response_time():
@@ -111,18 +132,21 @@ STATUSES = st.sampled_from([200, 200, 200, 301, 404, 500, 429, 503])
     steps=st.lists(st.tuples(st.floats(0.0, 20.0), STATUSES), min_size=1, max_size=40),
 )
 def test_delay_follows_the_formula_and_never_goes_below_the_floor(delay_s, cap, crawl_delay, steps):
-    cfg = PolitenessConfig(delay_s=delay_s, crawl_delay_s_max=cap)
+    cfg = PolitenessConfig(delay_s=delay_s, crawl_delay_s_max=cap, backoff_jitter=0.0, park_after=1000)
     p = Politeness(cfg)
+    window: list[float] = []
     p.set_crawl_delay("a", crawl_delay, now=0.0)
     floor = delay_s if crawl_delay is None else max(delay_s, min(crawl_delay, cap))
     expected = max(delay_s, floor)
     now = 0.0
     for response_s, status in steps:
         ready = fetch(p, "a", now, response_s=response_s, status=status)
-        if status in (429, 503):
-            expected = max(min(expected * 2.0, 3600.0), floor)
+        if status in (429, 500, 503):
+            expected = max(min(max(expected * 2.0, floor), 3600.0), floor)
         else:
-            target = max(delay_s, floor, 10.0 * response_s)
+            window = (window + [response_s])[-5:]
+            median = sorted(window + [0.0] * (5 - len(window)))[2]
+            target = max(delay_s, floor, min(10.0 * median, 30.0))
             expected = max(floor, 0.8 * expected + 0.2 * target)
         d = p.key("a").delay_s
         assert d == pytest.approx(expected, rel=1e-9, abs=1e-12)
@@ -148,9 +172,9 @@ def test_429_and_503_double_the_delay_up_to_one_hour(status):
     assert seen[11:] == [3600.0] * 5
 
 
-def test_other_errors_do_not_double_the_delay():
+def test_answers_that_are_not_failures_do_not_double_the_delay():
     p = Politeness(CFG)
-    for status in (500, 502, 404, 403):
+    for status in (404, 403, 400, 301):
         fetch(p, "a", p.ready_at("a", 0.0) + 1000.0, response_s=0.0, status=status)
         assert p.key("a").delay_s == 1.0
 
@@ -238,7 +262,7 @@ def test_started_twice_without_finished_raises():
 def test_started_before_ready_raises_and_exactly_at_ready_is_allowed():
     p = Politeness(CFG)
     ready = fetch(p, "a", 0.0, response_s=0.2)
-    assert ready == pytest.approx(0.2 + 0.8 + 0.2 * 2.0)
+    assert ready == pytest.approx(0.2 + 1.0)
     with pytest.raises(RuntimeError):
         p.started("a", below(ready))
     assert not p.key("a").in_flight  # the refused start left no trace

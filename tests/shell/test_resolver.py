@@ -332,3 +332,59 @@ def test_falls_back_to_getaddrinfo_without_aiodns(monkeypatch):
     r = SafeResolver(NetPolicy.allowing(["127.0.0.0/8"]))
     assert run(r.resolve("localhost"))[0] == "127.0.0.1"  # /etc/hosts; ::1 is not allowed
     assert refused(SafeResolver(NetPolicy()), "localhost").reason is Reason.NON_PUBLIC
+
+
+# -- serve-stale and the DNS metrics (issue 17) -----------------------------------
+
+
+def test_a_failing_resolver_serves_the_last_good_answer_for_stale_s_max():
+    clock = FakeClock()
+    dns = FakeDns({"a.test": [("93.184.216.34", 60)]})
+    r = SafeResolver(NetPolicy(), clock=clock, lookup=dns, negative_ttl_s=30, stale_s_max=600)
+    assert run(r.resolve("a.test")) == ["93.184.216.34"]
+    del dns.table["a.test"]                         # the resolver fails from now on
+    clock.now += 61
+    assert run(r.resolve("a.test")) == ["93.184.216.34"]    # expired 1 s ago: stale, served
+    clock.now += 29
+    assert run(r.resolve("a.test")) == ["93.184.216.34"]    # the stale answer is cached briefly
+    assert len(dns.calls) == 2
+    clock.now += 500                                 # 530 s past its expiry: still within stale_s_max
+    assert run(r.resolve("a.test")) == ["93.184.216.34"]
+    clock.now += 71                                  # 601 s: too old to serve
+    assert refused(r, "a.test").reason is Reason.DNS
+    s = r.stats
+    assert (s.failures, s.stale) == (3, 2)
+
+
+def test_a_stale_answer_is_checked_against_the_policy_again():
+    clock = FakeClock()
+    dns = FakeDns({"a.test": [("127.0.0.1", 60)]})
+    r = SafeResolver(LOOPBACK, clock=clock, lookup=dns, stale_s_max=600)
+    run(r.resolve("a.test"))
+    r.policy = NetPolicy()                           # loopback no longer allowed
+    del dns.table["a.test"]
+    clock.now += 61
+    assert refused(r, "a.test").reason is Reason.NON_PUBLIC
+
+
+def test_lookups_are_timed_into_the_latency_histogram_and_failures_counted():
+    clock = FakeClock()
+
+    async def slow_lookup(host: str):
+        clock.now += 0.2 if host == "a.test" else 3.0
+        if host == "b.test":
+            raise ResolveFailed(Reason.DNS, "timeout")
+        return [("93.184.216.34", 60)]
+
+    r = SafeResolver(NetPolicy(), clock=clock, lookup=slow_lookup)
+    run(r.resolve("a.test"))
+    refused(r, "b.test")
+    s = r.stats
+    from courtly.shell.resolver import DNS_LATENCY_BUCKETS_S
+
+    le = list(DNS_LATENCY_BUCKETS_S)
+    assert len(s.latency_counts) == len(le) + 1 and s.latency_counts[-1] == 2
+    assert s.latency_counts[le.index(0.25)] == 1 and s.latency_counts[le.index(2.5)] == 1
+    assert s.latency_counts[le.index(5.0)] == 2
+    assert s.latency_sum_s == pytest.approx(3.2)
+    assert (s.failures, s.stale) == (1, 0)

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from courtly.runtime import observe
 from courtly.runtime.observe import page_rows
 from courtly.shell import metrics
+from courtly.shell.resolver import DNS_LATENCY_BUCKETS_S
 from courtly.shell.status import HOST_COLUMNS, StatusServer
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
@@ -74,6 +75,12 @@ class FakeSource:
             "frontier": {"queued_urls": 230_000, "leased_urls": 700, "store_only_urls": 0, "hosts": {"ready": 120, "waiting": 70, "leased": 10}},
             "hosts_backing_off": 12, "host_delay_s": {"0.5": 1.2, "0.9": 3.5}, "ip_request_rate_max": 4.2,
             "dns_cache_hit_ratio": 0.93,
+            "dns_latency_s": {"le": list(DNS_LATENCY_BUCKETS_S),
+                              "counts": [0, 5, 20, 40, 60, 70, 75, 78, 79, 80, 80, 80, 80, 80],
+                              "sum": 1.75, "count": 80},
+            "dns_failures": {"failed": 3, "stale": 2},
+            "host_failures": {"connect": 7, "5xx": 11},
+            "hosts_health": {"failing": 2, "parked": 1, "down": 0},
             "fetch_latency_s": {"le": list(metrics.LATENCY_BUCKETS_S),
                                 "counts": [0, 10, 300, 2500, 6000, 9800, 11500, 12100, 12250, 12300, 12305, 12310,
                                            12310, 12310],
@@ -227,6 +234,11 @@ def test_metrics_equal_the_source_snapshot():
     assert m[("courtly_host_delay_seconds", (("quantile", "0.5"),))] == 1.2
     assert m[("courtly_ip_request_rate_max", ())] == 4.2
     assert m[("courtly_dns_cache_hit_ratio", ())] == 0.93
+    assert m[("courtly_dns_latency_seconds_bucket", (("le", "0.25"),))] == 78
+    assert m[("courtly_dns_latency_seconds_count", ())] == 80
+    assert m[("courtly_dns_failures_total", (("outcome", "stale"),))] == 2
+    assert m[("courtly_host_failures_total", (("kind", "5xx"),))] == 11
+    assert m[("courtly_hosts_unhealthy", (("state", "parked"),))] == 1
     assert m[("courtly_seen_bloom_fill_ratio", ())] == 0.031
     for state, n in snap["robots_origins"].items():
         assert m[("courtly_robots_origins", (("state", state),))] == n
@@ -298,6 +310,7 @@ def test_missing_snapshot_parts_are_left_out_not_fatal():
 
 def test_latency_buckets_agree_between_runtime_and_shell():
     assert observe.LATENCY_BUCKETS_S == metrics.LATENCY_BUCKETS_S
+    assert observe.DNS_LATENCY_BUCKETS_S == DNS_LATENCY_BUCKETS_S
 
 
 def test_histogram_quantile_interpolates_like_prometheus():

@@ -8,14 +8,33 @@ whether a request is in flight, and any back-off in force. The frontier
 guarantees one lease per key, so one fetch loop serves each key; this module
 only computes *when*.
 
-    delay target = max(delay_s_min, min(robots Crawl-delay, crawl_delay_s_max),
-                       response_factor x last response time)
+    response     = max(median of the key's last `response_window` response
+                       times (missing ones count 0), the largest such median
+                       of the keys last answered from its IP)
+    delay target = max(floor, min(response_factor x response, response_delay_s_max))
     delay        = max(floor, 0.8 x old delay + 0.2 x target)
     floor        = max(delay_s_min, capped Crawl-delay)   (never smoothed below)
 
+The response time is a running median, not the last one: a single slow or
+dripping response (a 60 s drip once made a whole registered domain wait
+120 s) moves nothing, a host slow on most of its last answers slows down, and
+`response_delay_s_max` (30 s) bounds what slowness alone can ask. The IP
+term is the slowest of the last IP_KEYS_MAX keys that answered from that
+address: one slow site on a shared server slows every key the server hosts
+(the seeds' per-IP rule), so they do not load it further.
+
 A 429 or 503 doubles the delay (up to backoff_s_max, 1 h) and honours
 Retry-After (delta-seconds or an HTTP-date), so the next request waits for the
-later of the two. Successful answers let the smoothing bring the delay back.
+later of the two. So does every other failure of the host (connection
+refused or reset, timeouts, TLS, any 5xx; `core/health.py`): the delay is
+doubled, times a jitter in [1, 1 + backoff_jitter), up to backoff_s_max; after
+`park_after` failures in a row the key is parked (one probe on an exponential
+schedule) and after `down_horizon_s` down its URLs are given up (`health.py`
+has the table). An answer the caller found to be a ban (`core/ban.py`: a 403
+wave, a challenge page) pauses the key, probed the same way. Successful
+answers let the smoothing bring the delay back gradually; a parked or paused
+key that answers resumes at its normal delay. A request with neither an
+answer nor a failure of the host (not sent) changes nothing.
 The next request may start `delay` after the previous one *completed*.
 
 Each resolved IP has an `IpState`: at most `ip_concurrency` requests in flight
@@ -39,8 +58,10 @@ from __future__ import annotations
 import collections
 import datetime
 import email.utils
+import random
 from dataclasses import dataclass, field
 
+from courtly.core.health import Effect, FailureKind, Health, Signal, failure_kind, step
 from courtly.core.urls import escape_raw_octets
 
 __all__ = [
@@ -57,9 +78,16 @@ __all__ = [
 class PolitenessConfig:
     delay_s: float = 1.0              # minimum gap between requests to one key
     crawl_delay_s_max: float = 30.0   # cap on a robots.txt Crawl-delay we honour
-    response_factor: float = 10.0     # delay >= factor x last response time
+    response_factor: float = 10.0     # delay >= factor x median response time
+    response_window: int = 5          # response times the median is taken over
+    response_delay_s_max: float = 30.0   # cap on the delay slowness alone asks for
     smoothing_old: float = 0.8        # weight of the old delay in the average
-    backoff_s_max: float = 3600.0     # 429/503 doubling stops here
+    backoff_s_max: float = 3600.0     # failure / 429 doubling stops here
+    backoff_jitter: float = 0.1       # a doubled delay is x U[1, 1 + jitter)
+    park_after: int = 3               # failures in a row that park the key
+    probe_s_min: float = 60.0         # first probe of a parked key, then doubling
+    probe_s_max: float = 6 * 3600.0   # ... up to this
+    down_horizon_s: float = 86400.0   # down this long: its URLs are given up
     ip_concurrency: int = 4           # requests in flight per resolved IP
     ip_rate: float = 5.0              # request starts per second per IP
     ip_margin_s: float = 0.01         # slack added to the 1 s window (jitter)
@@ -71,6 +99,10 @@ class PolitenessConfig:
             raise ValueError("ip_concurrency must be >= 1 and ip_rate > 0")
         if not 0 <= self.smoothing_old < 1:
             raise ValueError("smoothing_old must be in [0, 1)")
+        if self.response_window < 1 or self.response_delay_s_max < 0 or self.backoff_jitter < 0:
+            raise ValueError("response_window must be >= 1, response_delay_s_max and backoff_jitter >= 0")
+        if self.park_after < 1 or not 0 < self.probe_s_min <= self.probe_s_max or self.down_horizon_s <= 0:
+            raise ValueError("park_after >= 1 and 0 < probe_s_min <= probe_s_max, down_horizon_s > 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +151,13 @@ class KeyState:
     backoff_until: float = 0.0
     backoff_reason: str = ""
     fetches: int = 0
+    responses: list[float] = field(default_factory=list)   # the last response_window times
+    health: Health = Health.HEALTHY
+    failures: int = 0                  # host failures in a row
+    failure_kind: str = ""             # the last one's FailureKind
+    first_failure_at: float = 0.0      # of the current run of failures
+    last_failure_at: float = 0.0
+    probe_s: float = 0.0               # interval to the next probe (parked, down)
 
     def snapshot(self) -> dict:
         return {
@@ -129,6 +168,13 @@ class KeyState:
             "backoff_until": self.backoff_until,
             "backoff_reason": self.backoff_reason,
             "fetches": self.fetches,
+            "responses": list(self.responses),
+            "health": str(self.health),
+            "failures": self.failures,
+            "failure_kind": self.failure_kind,
+            "first_failure_at": self.first_failure_at,
+            "last_failure_at": self.last_failure_at,
+            "probe_s": self.probe_s,
         }
 
 
@@ -137,13 +183,38 @@ class IpState:
     ip: str
     in_flight: int = 0
     starts: collections.deque = field(default_factory=collections.deque)
+    key_response_s: dict[str, float] = field(default_factory=dict)   # key -> its median, last IP_KEYS_MAX
+    slowest_key: str = ""              # the key of the largest of those (kept as they change)
+
+
+IP_KEYS_MAX = 64   # keys whose response time an IP remembers
+
+
+def _median_response(times: list[float], window: int) -> float:
+    """Median of the last `window` response times, missing ones counted 0: a
+    key's first slow answer is no trend yet."""
+    padded = sorted(times)
+    if len(padded) < window:   # times are >= 0: the missing zeros sort first
+        padded[:0] = [0.0] * (window - len(padded))
+    return padded[window // 2] if window % 2 else (padded[window // 2 - 1] + padded[window // 2]) / 2
+
+
+_ON_SUCCESS = {h: step(h, Signal.SUCCESS) for h in Health}   # the table's column, looked up per answer
+
+
+def _remember(times: list[float], sample: float, window: int) -> None:
+    times.append(sample)
+    if len(times) > window:
+        del times[:-window]
 
 
 class Politeness:
     """All key and IP politeness state of one worker. Pure: `now` is an argument."""
 
-    def __init__(self, config: PolitenessConfig, allowlist: tuple[AllowEntry, ...] = ()) -> None:
+    def __init__(self, config: PolitenessConfig, allowlist: tuple[AllowEntry, ...] = (),
+                 rng: random.Random | None = None) -> None:
         self.config = config
+        self._rng = rng if rng is not None else random.Random(0)   # back-off jitter only
         self._allow = {e.key: e for e in allowlist}
         self._slow: dict[str, tuple[float, float]] = {}   # key -> (factor, delay_s_min)
         self._keys: dict[str, KeyState] = {}
@@ -181,6 +252,16 @@ class Politeness:
         st.backoff_until = float(snap.get("backoff_until", 0.0))
         st.backoff_reason = str(snap.get("backoff_reason", ""))
         st.fetches = int(snap.get("fetches", 0))
+        st.responses = [float(x) for x in snap.get("responses", ())][-self.config.response_window:]
+        try:
+            st.health = Health(snap.get("health", Health.HEALTHY))
+        except ValueError:
+            st.health = Health.HEALTHY
+        st.failures = int(snap.get("failures", 0))
+        st.failure_kind = str(snap.get("failure_kind", ""))
+        st.first_failure_at = float(snap.get("first_failure_at", 0.0))
+        st.last_failure_at = float(snap.get("last_failure_at", 0.0))
+        st.probe_s = float(snap.get("probe_s", 0.0))
 
     def _floor(self, st: KeyState, now: float) -> float:
         floor = self.delay_s_min(st.key, now)
@@ -229,6 +310,8 @@ class Politeness:
             if st.fetches:  # the next fetch waits the raised delay too
                 st.next_fetch_at += floor - st.delay_s
             st.delay_s = floor
+        if st.health is Health.DOWN:   # its URLs are given up until the probe is due (gives_up)
+            return max(st.next_fetch_at, self.not_before)
         return max(st.next_fetch_at, st.backoff_until, self.not_before)
 
     def may_start(self, key: str, now: float) -> bool:
@@ -241,6 +324,8 @@ class Politeness:
             raise RuntimeError(f"politeness: second request in flight for {key}")
         if now < self.ready_at(key, now):
             raise RuntimeError(f"politeness: {key} started before its next fetch time")
+        if st.health is Health.DOWN and now < st.backoff_until:
+            raise RuntimeError(f"politeness: {key} is down and its probe is not due")
         st.in_flight = True
 
     def finished(
@@ -251,32 +336,126 @@ class Politeness:
         response_s: float,
         status: int,
         retry_after: str | None = None,
+        error: str | None = None,
+        ip: str | None = None,
+        ban: str = "",
     ) -> float:
-        """Record a completed request; return the key's next fetch instant."""
+        """Record a completed request (`error`: the fetcher's error kind when
+        status is 0; `ip`: the address it went to; `ban`: the ban this answer
+        shows, from core/ban.py); return the key's next fetch instant."""
         st = self.key(key)
         st.in_flight = False
         st.fetches += 1
         st.last_response_s = max(0.0, response_s)
         floor = self._floor(st, now)
+        kind = failure_kind(status, error)
+        if ban:
+            self._failed(st, FailureKind.BAN, now, floor, ban=ban)
+        elif kind is not None:
+            self._failed(st, kind, now, floor)
+        elif status == 0:
+            pass   # no answer and no failure of the host (not sent, our own refusal): nothing learned
+        elif status == 429:   # a throttle: the host is up (a parked key resumes); back off
+            st.health, _ = step(st.health, Signal.SUCCESS)
+            st.failures = 0
+            st.probe_s = 0.0
+            st.delay_s = max(self._doubled(st.delay_s, floor), floor)
+        else:
+            self._answered(st, ip, now, floor)
         if status in (429, 503):
-            st.delay_s = min(max(st.delay_s * 2.0, floor), self.config.backoff_s_max)
-            st.delay_s = max(st.delay_s, floor)
             until = parse_retry_after(retry_after, now)
             if until is not None:
                 # honour the server, but never wait more than the back-off cap
-                st.backoff_until = min(until, now + self.config.backoff_s_max)
-            # the header's raw octets as %XX: the reason is stored, printed and served
-            # (and written per key at every commit: a hostile 64 KiB header is cut)
-            why = escape_raw_octets(retry_after[:RETRY_AFTER_QUOTED_MAX]) if retry_after else ""
-            st.backoff_reason = f"{status}" + (f" Retry-After {why}" if why else "")
-        else:
-            target = max(floor, self.config.response_factor * st.last_response_s)
-            w = self.config.smoothing_old
-            st.delay_s = max(floor, w * st.delay_s + (1.0 - w) * target)
-            if now >= st.backoff_until:
-                st.backoff_reason = ""
+                st.backoff_until = max(st.backoff_until, min(until, now + self.config.backoff_s_max))
+            if st.health not in (Health.PARKED, Health.DOWN):
+                # the header's raw octets as %XX: the reason is stored, printed and served
+                # (and written per key at every commit: a hostile 64 KiB header is cut)
+                why = escape_raw_octets(retry_after[:RETRY_AFTER_QUOTED_MAX]) if retry_after else ""
+                st.backoff_reason = f"{status}" + (f" Retry-After {why}" if why else "")
         st.next_fetch_at = now + st.delay_s
         return max(st.next_fetch_at, st.backoff_until)
+
+    def _doubled(self, delay_s: float, floor: float) -> float:
+        jitter = 1.0 + self.config.backoff_jitter * self._rng.random()
+        return min(max(delay_s * 2.0, floor) * jitter, self.config.backoff_s_max)
+
+    def _answered(self, st: KeyState, ip: str | None, now: float, floor: float) -> None:
+        """The host answered: smooth the delay towards the response-time target
+        (a parked key resumes at its floor)."""
+        c = self.config
+        _remember(st.responses, st.last_response_s, c.response_window)
+        response = _median_response(st.responses, c.response_window)
+        if ip is not None:
+            response = max(response, self._ip_response(self._ip(ip), st.key, response))
+        st.health, effect = _ON_SUCCESS[st.health]
+        st.failures = 0
+        st.probe_s = 0.0
+        if effect is Effect.RESUME:
+            st.delay_s = floor
+            st.backoff_until = min(st.backoff_until, now)
+            st.backoff_reason = ""
+            return
+        target = max(floor, min(c.response_factor * response, c.response_delay_s_max))
+        w = c.smoothing_old
+        st.delay_s = max(floor, w * st.delay_s + (1.0 - w) * target)
+        if now >= st.backoff_until:
+            st.backoff_reason = ""
+
+    @staticmethod
+    def _ip_response(ips: IpState, key: str, response: float) -> float:
+        """Note `key`'s median on its IP; the slowest recent key's median there."""
+        seen = ips.key_response_s
+        seen.pop(key, None)
+        seen[key] = response      # the most recent last: the oldest key is forgotten first
+        if len(seen) > IP_KEYS_MAX:
+            gone = next(iter(seen))
+            del seen[gone]
+            if gone == ips.slowest_key:
+                ips.slowest_key = ""
+        slowest = seen.get(ips.slowest_key)
+        if slowest is None or response >= slowest:
+            ips.slowest_key = key
+        elif key == ips.slowest_key:   # the slowest got faster: look again (rare)
+            ips.slowest_key = max(seen, key=seen.__getitem__)
+        return seen[ips.slowest_key]
+
+    def _failed(self, st: KeyState, kind: FailureKind, now: float, floor: float, *, ban: str = "") -> None:
+        """The host failed or banned us (health.py): back off, park or pause,
+        probe later, or give up."""
+        c = self.config
+        st.failures += 1
+        if st.failures == 1 or (ban and st.health not in (Health.PAUSED, Health.DOWN)):
+            st.first_failure_at = now
+        st.last_failure_at = now
+        st.failure_kind = f"{kind} ({ban})" if ban else str(kind)
+        if now - st.first_failure_at >= c.down_horizon_s:
+            signal = Signal.HORIZON
+        elif ban:
+            signal = Signal.BAN
+        elif st.failures >= c.park_after:
+            signal = Signal.FAILURE_LIMIT
+        else:
+            signal = Signal.FAILURE
+        st.health, effect = step(st.health, signal)
+        if effect is Effect.BACK_OFF:   # a parked key's wait is its probe schedule instead
+            st.delay_s = max(self._doubled(st.delay_s, floor), floor)
+            st.backoff_reason = f"{kind} x{st.failures}"
+            return
+        first = effect in (Effect.PARK, Effect.PAUSE)
+        st.probe_s = c.probe_s_min if first else min(max(st.probe_s, c.probe_s_min / 2) * 2, c.probe_s_max)
+        probe = min(st.probe_s * (1.0 + c.backoff_jitter * self._rng.random()), c.probe_s_max)
+        st.backoff_until = max(st.backoff_until, now + probe)
+        st.backoff_reason = f"{st.health}: {st.failures} failures in a row ({st.failure_kind})"
+
+    def health(self, key: str) -> Health:
+        st = self._keys.get(key)
+        return st.health if st is not None else Health.HEALTHY
+
+    def gives_up(self, key: str, now: float) -> bool:
+        """The key is down past the horizon and no probe is due: a URL it is
+        handed is given up (Reason.HOST_DOWN) without a request."""
+        st = self._keys.get(key)
+        return st is not None and st.health is Health.DOWN and now < st.backoff_until
 
     def aborted(self, key: str, now: float) -> float:
         """A request that never reached the network (e.g. DNS failure): free the key."""

@@ -30,6 +30,8 @@ class Reason(StrEnum):
     DNS = "dns"                        # name does not resolve
     REDIRECTS = "redirects"            # too many redirect hops
     ERROR = "error"                    # fetch failed after all retries
+    HOST_DOWN = "host_down"            # the host failed every probe for politeness.down_horizon_s
+    BANNED = "banned"                  # the host answered with a ban or challenge for down_horizon_s
     BUDGET = "budget"                  # page budget (--max-pages) exhausted
     PURGED = "purged"                  # takedown
     TRAP = "trap"                      # a crawler-trap rule (detail names the rule)

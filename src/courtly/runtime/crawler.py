@@ -10,11 +10,13 @@ until something changes (a task ends, URLs are queued). Nothing polls.
 A fetch task serves one lease, i.e. one politeness key, URL after URL:
 
     purged?                              (Decision PURGED; see runtime/takedown)
+    key down past its horizon?           (Decision HOST_DOWN / BANNED; core/health)
     robots ready for the URL's origin?   (fetch robots.txt first, same rules)
     allowed by robots?                   (else Decision ROBOTS / ROBOTS_UNREACHABLE)
     resolve + SSRF check                 (else Decision DNS / NON_PUBLIC)
     wait for the key's next fetch time, then for the IP's limits
     fetch -> politeness.finished -> WARC record -> links -> store
+    (a failure of the host backs the key off or parks it; its URL waits)
 
 Politeness is structural: only the lease holder fetches for a key, a per-key
 lock covers the rare request made for another key (a robots.txt redirect to
@@ -31,6 +33,7 @@ unacknowledged pages are fetched again (at-least-once).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import uuid
@@ -38,7 +41,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from courtly.config import Config
+from courtly.core.ban import BanConfig, BanWatch
 from courtly.core.frontier import Frontier, FrontierFull, Lease
+from courtly.core.health import Health
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
 from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
@@ -56,6 +61,7 @@ from courtly.runtime.bloom import BloomWatch
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
+from courtly.runtime.dns_ahead import DnsAhead
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
@@ -79,6 +85,9 @@ HINT_BAND = 5          # canonical / alternate / pagination links
 # many hosts were ready (S2: 512 tasks, ~520 pages/s from 2,000 hosts).
 # Shorter waits are slept in the task: re-leasing costs more than they do.
 LEASE_HOLD_S = 0.05
+# Store meta set by the final commit of a run that stopped with nothing on the
+# wire, cleared when the next run loads: the resume hold reads it.
+CLEAN_STOP_META = "clean_stop"
 
 
 @dataclass(slots=True)
@@ -98,6 +107,7 @@ class CrawlStats:
     by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
     stopped_by: str = ""         # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
     seeds_refused: int = 0       # seed-stage decisions of this run (runtime/refusal)
+    host_failures: dict[str, int] = field(default_factory=dict)   # by core.health.FailureKind
 
 
 class Crawler(LeaseRequests):
@@ -114,19 +124,15 @@ class Crawler(LeaseRequests):
         self.frontier = Frontier(self.rng, batch_max=c.batch_max, lease_s=c.lease_s)
         p = cfg.politeness
         self.politeness = Politeness(
-            PolitenessConfig(
-                delay_s=p.delay_s,
-                crawl_delay_s_max=p.crawl_delay_s_max,
-                response_factor=p.response_factor,
-                backoff_s_max=p.backoff_s_max,
-                ip_concurrency=p.ip_concurrency,
-                ip_rate=p.ip_rate,
-            ),
+            # the config section's keys of the same name (the rest keep core's defaults)
+            PolitenessConfig(**{f.name: getattr(p, f.name) for f in dataclasses.fields(PolitenessConfig)
+                                if hasattr(p, f.name)}),
             tuple(
                 AllowEntry(a.key, a.delay_s, a.owner, a.expires_at(),
                            a.ip_concurrency or None, a.ip_rate or None)
                 for a in p.allow
             ),
+            rng=random.Random(c.seed + 1),   # back-off jitter: its own stream, reproducible
         )
         r = cfg.robots
         self.robots = RobotsBook(
@@ -146,6 +152,8 @@ class Crawler(LeaseRequests):
         self.takedowns = Takedowns(self)
         self.complaints = Complaints(self)   # open abuse complaints slow their keys
         self.renders = None     # runtime/render.PageRenders when [render] is on (set by runtime/wiring)
+        self.dns_ahead = DnsAhead(resolver)
+        self.bans = BanWatch(BanConfig(run_403=p.ban_403_run, run_same_body=p.ban_same_body_run))
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
         self._budget_saved_at = 0.0
@@ -167,6 +175,7 @@ class Crawler(LeaseRequests):
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
         self._wake = Wakeup()
         self._stopping = False
+        self._aborted = False
         self._fatal: BaseException | None = None
         self.token = cfg.robots.token
         self.agent = cfg.crawl.agent()
@@ -213,18 +222,40 @@ class Crawler(LeaseRequests):
         return list(self._in_flight)
 
     def _hold_after_crash(self, now: float) -> None:
-        """A previous run may have been killed mid-request: its last requests (up to
-        one commit interval) are not in the store. Wait out the longest delay in
-        force, plus that interval, and at least the IP rate window, before any
-        request."""
-        saved = [snap.get("delay_s", 0.0) for snap in self.store.hosts().values()]
+        """The first requests of a resumed crawl. After a clean stop every key's
+        state is in the store (its next fetch instant and back-off included), so
+        only the IP rate window is waited out. After a crash (or an abort, which
+        cancels requests on the wire) the last requests, up to one commit
+        interval, are not in the store: each known key first waits out its own
+        delay (capped as a Crawl-delay is), a key not in the store the default
+        one, plus that interval. One key's long delay never holds the others
+        (it froze every host for up to `crawl_delay_s_max`, issue 23 item 3)."""
+        marker = self.store.get_meta(CLEAN_STOP_META)
+        clean = marker == "1"
+        if marker:
+            # cleared before any request of this run: a crash from now on is not clean
+            self.store.apply(Batch(meta={CLEAN_STOP_META: ""}))
+        saved = self.store.hosts()
         if not saved and self.store.get_meta("started") is None:
             return  # a fresh crawl folder
         p = self.cfg.politeness
-        longest = max([p.delay_s, *saved])
-        hold = min(longest, max(p.delay_s, p.crawl_delay_s_max))
-        hold = max(hold + self.cfg.store.commit_interval_s, 1.0 + self.cfg.store.commit_interval_s)
-        self.politeness.hold_all_until(now + hold)
+        commit_s = self.cfg.store.commit_interval_s
+        ip_window_s = 1.0 + self.politeness.config.ip_margin_s
+        if clean:
+            self.politeness.hold_all_until(now + ip_window_s)
+            log.debug("resuming after a clean stop: each key keeps its saved next fetch time",
+                     extra={"event": "resume", "clean": True, "keys": len(saved)})
+            return
+        cap = max(p.delay_s, p.crawl_delay_s_max)
+        self.politeness.hold_all_until(now + max(p.delay_s, ip_window_s) + commit_s)
+        longest = 0.0
+        for key, snap in saved.items():
+            own = min(float(snap.get("delay_s", p.delay_s)), cap)
+            longest = max(longest, own)
+            self.politeness.hold_key_until(key, now + own + commit_s)
+        log.info("resuming after an unclean stop: each key first waits out its own delay"
+                 " (%.1f s at most) plus one commit interval", max(longest, p.delay_s) + commit_s,
+                 extra={"event": "resume", "clean": False, "keys": len(saved)})
 
     def add_seeds(self, seeds: Iterable[str]) -> int:
         """Admit `seeds` at once (a short list; runtime/seeds.feed_seeds streams a long one)."""
@@ -250,6 +281,7 @@ class Crawler(LeaseRequests):
         Ctrl-C): their tasks are cancelled, their URLs stay queued and are
         fetched by the next run; what is done is saved as at any stop."""
         self.stop()
+        self._aborted = True    # requests on the wire are left unknown: the resume holds
         for t in list(self._tasks):
             t.cancel()
 
@@ -286,8 +318,10 @@ class Crawler(LeaseRequests):
         # task), never go on fetching with nothing written (a distributed
         # worker would then wait forever for its own uncommitted pages)
         committer.add_done_callback(self._task_done)
+        ended = False
         try:
             await self._main_loop()
+            ended = True
         finally:
             for t in list(self._tasks):
                 if not t.done():
@@ -295,7 +329,10 @@ class Crawler(LeaseRequests):
             if self._processing:
                 await asyncio.wait(set(self._processing))
             committer.cancel()
+            self.dns_ahead.close()
             await asyncio.gather(committer, return_exceptions=True)   # a failure is in _fatal
+            if ended and not self._aborted and self._fatal is None and not self.stats.in_flight:
+                self.batch.meta[CLEAN_STOP_META] = "1"
             self.commit(final=True)
         return self.stats
 
@@ -405,7 +442,11 @@ class Crawler(LeaseRequests):
             return True
         # the ready instant matters for a key new to the frontier only (most
         # links go to keys queued already: ~8 new URLs a page in S2)
-        ready = 0.0 if self.frontier.has_key(item.key) else self.politeness.ready_at(item.key, now)
+        if self.frontier.has_key(item.key):
+            ready = 0.0
+        else:
+            ready = self.politeness.ready_at(item.key, now)
+            self.dns_ahead.ahead(item.url)
         try:
             self.frontier.add(item, ready)
         except FrontierFull:
@@ -470,6 +511,9 @@ class Crawler(LeaseRequests):
         if purge is not None:
             self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
             return "done"
+        if self.politeness.gives_up(item.key, now):   # down past the horizon, no probe due
+            self.results.give_up(item, now)
+            return "done"
         origin = origin_of_normalized(item.url)   # queued URLs are normalised
         origin_s = origin_text_of_normalized(item.url)
         # The address check comes first: a non-public target gets no request at
@@ -497,6 +541,11 @@ class Crawler(LeaseRequests):
             return "retry-later"
         rules = view.rules
         reason = view.skip_reason(self.token, path_of(item.url))
+        if reason is Reason.ROBOTS_UNREACHABLE and self.politeness.health(item.key) in _WAITING:
+            # the host is down (or banning us), not refusing: the URL waits; the next try is a probe.
+            # (A robots.txt that fails while the host is up is unreachable, disallow all, as before.)
+            self._hold[item.key] = view.retry_at or self.clock.now() + 5.0
+            return "retry-later"
         if reason is not None:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"
@@ -541,6 +590,9 @@ class Crawler(LeaseRequests):
     def _idle(self) -> bool:
         """Nothing left to do: the run ends (a worker waits for more instead)."""
         return len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
+
+_WAITING = (Health.PARKED, Health.PAUSED, Health.DOWN)
+
 
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]

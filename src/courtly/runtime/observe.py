@@ -62,6 +62,9 @@ __all__ = ["CrawlObserver", "page_rows", "select_keys", "LATENCY_BUCKETS_S"]
 # Upper bounds of the latency histogram; equal to courtly.shell.metrics.LATENCY_BUCKETS_S
 # (a test checks it: runtime does not import the shell).
 LATENCY_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# equal to courtly.shell.resolver.DNS_LATENCY_BUCKETS_S (a test checks it, as above)
+DNS_LATENCY_BUCKETS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                                            2.5, 5.0, 10.0)
 DECISIONS_MAX = 1000
 IP_WINDOW_S = 5.0
 IP_STARTS_MAX = 1000          # per IP, within the window
@@ -287,6 +290,9 @@ class CrawlObserver:
             "host_delay_s": _quantiles(delays),
             "ip_request_rate_max": self._ip_rate_max(now),
             "dns_cache_hit_ratio": _hit_ratio(c.resolver),
+            **_dns(c.resolver),
+            "host_failures": dict(s.host_failures),
+            "hosts_health": self._memo.get("health", self._health_counts),
             "fetch_latency_s": {"le": list(LATENCY_BUCKETS_S), "counts": counts, "sum": self._latency_sum,
                                 "count": running},
             "seen": {"bloom_fill_ratio": c.seen.fill_ratio, "lookups": c.seen.lookups,
@@ -376,6 +382,12 @@ class CrawlObserver:
             if fr.queued_for(k) or fr.is_leased(k):
                 delays.append(st.delay_s)
         return delays, backing
+
+    def _health_counts(self) -> dict[str, int]:
+        """Keys failing, parked, paused (bans) or down (core/health.py)."""
+        pol = self._c.politeness
+        counts = Counter(str(pol.key(k).health) for k in pol.known_keys())
+        return {h: counts.get(h, 0) for h in ("failing", "parked", "paused", "down")}
 
     def _ip_rate_max(self, now: float) -> float:
         for ip in list(self._ip_starts):
@@ -489,6 +501,17 @@ def _quantiles(values: list[float]) -> dict[str, float]:
         return {"0.5": values[0], "0.9": values[0]}
     q = statistics.quantiles(values, n=10, method="inclusive")
     return {"0.5": statistics.median(values), "0.9": q[8]}
+
+
+def _dns(resolver) -> dict:
+    """The resolver's lookup latency histogram and failures (shell/resolver.py), if it keeps them."""
+    stats = getattr(resolver, "stats", None)
+    counts = getattr(stats, "latency_counts", None)
+    if not counts:
+        return {}
+    return {"dns_latency_s": {"le": list(DNS_LATENCY_BUCKETS_S), "counts": list(counts),
+                              "sum": stats.latency_sum_s, "count": counts[-1]},
+            "dns_failures": {"failed": stats.failures - stats.stale, "stale": stats.stale}}
 
 
 def _hit_ratio(resolver) -> float:

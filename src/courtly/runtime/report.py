@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from courtly.runtime.abuse import complaint_lines, open_complaints
+from courtly.runtime.health_view import health_line, health_lines, unhealthy_hosts
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
 __all__ = ["explain", "stats", "dead_letters", "review", "daily_report", "purge", "purges", "export",
@@ -82,12 +83,15 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
     store = _open(out)
     try:
         d = explain_data(store, url)
+        rec = d["record"]
+        host = unhealthy_hosts({rec["key"]: store.hosts().get(rec["key"], {})}) if rec else []
     finally:
         store.close()
     rec = d["record"]
     fix = _fix(out, rec) if rec and rec["state"] in ("skipped", "failed") and rec["reason"] else ""
     if as_json:
-        return json.dumps({**{k: v for k, v in d.items() if k != "found"}, "fix": fix},
+        return json.dumps({**{k: v for k, v in d.items() if k != "found"}, "fix": fix,
+                           "host_health": [r._asdict() for r in host]},
                           indent=2, default=str), d["found"]
     norm, note, fetches, chain = d["normalized"], d["note"], d["fetches"], d["via_chain"]
     children = d["links_sample"]
@@ -105,6 +109,7 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         lines.append(f"fix        {fix}")
     lines.append(f"host key   {rec['key'] or '-'}   depth {rec['depth']}   band {rec['band']}"
                  f"   attempts {rec['attempts']}")
+    lines += [f"host       {health_line(r)}" for r in host]
     lines.append(f"discovered {_when(rec['discovered_at'])}" + (f" on {rec['via']}" if rec["via"] else " (seed)"))
     for i, v in enumerate(chain[1:], 1):
         lines.append(f"{'':11}{'  ' * i}<- {v}")
@@ -166,8 +171,10 @@ def stats(out: Path, *, as_json: bool = False) -> str:
     store = _open(out)
     try:
         c = store.counts()
+        unhealthy = unhealthy_hosts(store.hosts())
     finally:
         store.close()
+    c["hosts_unhealthy"] = [r._asdict() for r in unhealthy]
     c["trap_suspects_open"] = _open_suspects(out)
     warcs = sorted((out / "warc").glob("*.warc.gz")) if (out / "warc").exists() else []
     c["warc_files"] = len(warcs)
@@ -196,6 +203,8 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         lines += [f"  {k:<20} {v}" for k, v in c["reasons"].items()]
     else:
         lines.append("  (none)")
+    if unhealthy:
+        lines += health_lines(unhealthy)
     return "\n".join(lines)
 
 
@@ -257,8 +266,10 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         by_day = store.fetches_by_day()
         counts = store.counts()
         complaints = open_complaints(store)
+        hosts = store.hosts()
         throttled = _throttled(store, time.time())
-        delays = {k: h["delay_s"] for k, h in store.hosts().items() if "delay_s" in h}
+        unhealthy = unhealthy_hosts(hosts)
+        delays = {k: h["delay_s"] for k, h in hosts.items() if "delay_s" in h}
     finally:
         store.close()
     monitor_lines, monitor_rows = _monitor_section(out, delays)
@@ -266,7 +277,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
     data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
             "not_fetched": counts["reasons"], "abuse_complaints_open": complaints,
-            "rendering": _rendering(counts["flags"]), "monitor": monitor_rows}
+            "rendering": _rendering(counts["flags"]), "monitor": monitor_rows,
+            "hosts_unhealthy": [r._asdict() for r in unhealthy]}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -283,6 +295,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
     lines.append(f"hosts throttled by politeness (answered 429/503, backed off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
+    lines += health_lines(unhealthy)
     lines.append(f"open abuse complaints (their keys are slowed; courtly abuse --resolve ID): {len(complaints)}")
     lines += [line for r in complaints for line in complaint_lines(r)]
     lines.append("top reasons URLs were not fetched")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from courtly.core.frontier import Lease
+from courtly.core.health import failure_kind
 from courtly.core.hints import sitemap_locations
 from courtly.core.robots import REDIRECTS_MAX, RobotsFailed, RobotsFetched
 from courtly.core.types import Reason
@@ -82,10 +83,15 @@ class LeaseRequests:
                     ev.set()
             for o in self.observers:
                 o.on_response(result)
+            ban = self.bans.answered(key, url, result.status, result.content or result.body or b"")
             self.politeness.finished(
                 key, done, response_s=result.elapsed_s, status=result.status,
                 retry_after=result.headers.get("retry-after") if result.headers else None,
+                error=result.error, ip=ip, ban=ban,
             )
+            kind = "ban" if ban else failure_kind(result.status, result.error)
+            if kind is not None:
+                self.stats.host_failures[kind] = self.stats.host_failures.get(kind, 0) + 1
             self.batch.hosts[key] = self.politeness.key(key).snapshot()
             if result.status in (429, 503):
                 # A back-off must survive kill -9: commit now, not at the next tick

@@ -14,11 +14,13 @@ and works on the crawler's own state; the crawler calls `handle(item, result)`.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections import deque
 from typing import TYPE_CHECKING
 
 from courtly import __version__
 from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_digest
+from courtly.core.health import Health, failure_kind
 from courtly.core.hints import named_like_hints
 from courtly.core.links import link_fields
 from courtly.core.types import Reason, UrlItem
@@ -28,7 +30,7 @@ from courtly.runtime.recrawl import XML_TYPES
 if TYPE_CHECKING:
     from courtly.runtime.crawler import Crawler
 
-__all__ = ["Results", "is_xml"]
+__all__ = ["Results", "is_xml", "host_down_detail"]
 
 # Network failures worth another try; the rest (oversized headers, protocol
 # errors, a refused address) would fail the same way again.
@@ -88,12 +90,23 @@ class Results:
         xml = bool(status) and is_xml(result, item.url)
         why = "feed" if xml else item.kind
         c.stats.by_reason[why] = c.stats.by_reason.get(why, 0) + 1
+        health = c.politeness.health(item.key)
+        if health is Health.PAUSED or (health is Health.DOWN and c.bans.paused_on(item.key)):
+            # a ban or challenge answer (core/ban.py): logged, never taken for the page
+            self.archive(item.url, result, kind="page", meta={"ban": c.bans.paused_on(item.key)})
+            if health is Health.DOWN:
+                self.give_up(item, now)
+                return "done"
+            return "retry-later"     # stays queued, attempts untouched; the key waits its probe
         if status == 0 or status >= 500 or status == 429:
             if status:
                 self._count(status)
             else:
                 c.stats.errors += 1
             self.archive(item.url, result, kind="page", meta={})   # status 0: the fetch log only
+            held = self.host_failing(item, result, now)
+            if held is not None:
+                return held
             attempts = c._attempts.get(item.url, 0) + 1
             transient = status != 0 or result.error in TRANSIENT_ERRORS
             if transient and attempts <= c.cfg.crawl.retries_max:
@@ -163,6 +176,30 @@ class Results:
             c.budget.note_not_found(origin_text_of_normalized(item.url), now)
         c.batch.fetched.append((now, status, item.url))
         return "done"
+
+    def host_failing(self, item: UrlItem, result, now: float) -> str | None:
+        """A failure of the host rather than of the URL (core/health.py): when
+        it is not the first in a row, the URL stays queued with its attempt
+        count untouched and the key waits out its back-off or probe; a key down
+        past the horizon gives the URL up. None: count it against the URL."""
+        c = self.c
+        if failure_kind(result.status, result.error) is None:
+            return None
+        st = c.politeness.key(item.key)
+        if st.health is Health.DOWN:
+            self.give_up(item, now)
+            return "done"
+        if st.failures > 1 or st.health is Health.PARKED:
+            return "retry-later"
+        return None
+
+    def give_up(self, item: UrlItem, now: float) -> None:
+        """The key is down past the horizon (core/health.py): the URL is given
+        up as host_down, or banned when the key's answers were a ban."""
+        c = self.c
+        st = c.politeness.key(item.key)
+        reason = Reason.BANNED if st.failure_kind.startswith("ban") else Reason.HOST_DOWN
+        c.decide(item.url, item.key, item.via, reason, host_down_detail(st), now, item.depth, state="failed")
 
     async def _wait_for_room(self) -> None:
         fut = asyncio.get_running_loop().create_future()
@@ -262,3 +299,13 @@ def is_xml(result, url: str) -> bool:
     if ctype in XML_TYPES:
         return True
     return named_like_hints(url) and "html" not in ctype
+
+
+def host_down_detail(st) -> str:
+    """Why a key's URL was given up: since when it is down (or banning us), its last failure."""
+    def at(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    what = "banning us" if st.failure_kind.startswith("ban") else "down"
+    return (f"{what} since {at(st.first_failure_at)}, last failure {at(st.last_failure_at)} "
+            f"({st.failure_kind}, {st.failures} in a row)")

@@ -205,7 +205,8 @@ def connections_that_fit(wanted: int) -> int:
 def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver, Http1Fetcher, ExtractPool]:
     """The resolver (network policy, host pins), the fetcher (with a last-moment
     send gate for distributed workers) and the extraction pool."""
-    resolver = SafeResolver(NetPolicy(cfg.network.allow), overrides=resolve_overrides(cfg))
+    resolver = SafeResolver(NetPolicy(cfg.network.allow), overrides=resolve_overrides(cfg),
+                            stale_s_max=cfg.network.dns_stale_s_max)
     f = cfg.fetch
     fetcher = Http1Fetcher(
         resolver, user_agent=cfg.crawl.agent(), connect_s=f.connect_s, total_s=f.total_s,

@@ -83,6 +83,16 @@ METRICS: tuple[MetricDef, ...] = (
        "window (see docs).", (), "ip_request_rate_max"),
     _m("dns_cache_hit_ratio", "gauge", "Share of resolutions answered from the DNS cache.",
        (), "dns_cache_hit_ratio"),
+    _m("dns_latency_seconds", "histogram", "Time a DNS lookup took (cache answers excluded).",
+       (), "dns_latency_s"),
+    _m("dns_failures_total", "counter", "DNS lookups that failed, by outcome: failed (the URL's lookup "
+       "failed) or stale (the last good answer was served instead).", ("outcome",), "dns_failures"),
+    _m("host_failures_total", "counter", "Requests that failed because of the host, by kind (connect, "
+       "reset, timeout, tls, 5xx) or answers that were a ban (ban): each backs its key off.", ("kind",),
+       "host_failures"),
+    _m("hosts_unhealthy", "gauge", "Politeness keys by health: failing (backing off after failures), "
+       "parked (down: probes only), paused (a ban or challenge: probes only) or down (past the horizon: "
+       "URLs given up).", ("state",), "hosts_health"),
     _m("fetch_latency_seconds", "histogram", "Time from request start to the end of the response body.",
        (), "fetch_latency_s"),
     _m("seen_bloom_fill_ratio", "gauge", "Estimated share of bits set in the URL-seen Bloom filter "

@@ -15,6 +15,14 @@ removed, order is kept, and when none remain the answer is
 ``ResolveFailed(Reason.NON_PUBLIC)``. The first address is the one the
 crawler connects to (the fetcher pins its connection to it).
 
+When a lookup fails (Reason.DNS: a timeout, SERVFAIL, no answer) and the
+host had a good answer that expired at most `stale_s_max` ago, that answer
+is served again (re-checked by the policy) and cached for `negative_ttl_s`,
+so a resolver that fails intermittently does not fail the host's URLs
+(RFC 8767's serve-stale, bounded). Lookups are timed into a latency
+histogram (`DNS_LATENCY_BUCKETS_S`) and failures and stale answers counted:
+the `courtly_dns_*` metrics.
+
 Rules: concurrent lookups of one host share one query (a shielded task, so a
 cancelled caller does not cancel the others); the cache is an LRU bounded by
 `cache_entries_max`; time comes from the injected `clock` only.
@@ -38,13 +46,16 @@ try:  # pragma: no cover - exercised by whichever is installed
 except ImportError:  # pragma: no cover
     aiodns = None
 
-__all__ = ["ResolveFailed", "ResolverStats", "SafeResolver", "Lookup"]
+__all__ = ["ResolveFailed", "ResolverStats", "SafeResolver", "Lookup", "DNS_LATENCY_BUCKETS_S"]
 
 # A lookup returns (address, ttl_s) pairs in preference order, or raises
 # ResolveFailed(Reason.DNS). Injected by tests; the default uses c-ares.
 Lookup = Callable[[str], Awaitable[list[tuple[str, float]]]]
 
 _HOST_LEN_MAX = 253
+# Upper bounds of the lookup latency histogram (seconds); +Inf is implied.
+DNS_LATENCY_BUCKETS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                                            2.5, 5.0, 10.0)
 
 
 class ResolveFailed(Exception):
@@ -65,6 +76,10 @@ class ResolverStats:
     misses: int        # started a lookup
     coalesced: int     # joined a lookup already in flight
     entries: int       # cache size now
+    failures: int = 0  # lookups that failed (Reason.DNS), stale answers served included
+    stale: int = 0     # of those, answered from the last good answer
+    latency_counts: tuple[int, ...] = ()   # lookups per DNS_LATENCY_BUCKETS_S bucket (+Inf last)
+    latency_sum_s: float = 0.0
 
     @property
     def hit_ratio(self) -> float:
@@ -96,11 +111,14 @@ class SafeResolver:
         cache_entries_max: int = 100_000,
         nameservers: Sequence[str] | None = None,
         lookup: Lookup | None = None,
+        stale_s_max: float = 3600,
     ) -> None:
         if not 0 <= ttl_s_min <= ttl_s_max:
             raise ValueError("need 0 <= ttl_s_min <= ttl_s_max")
         if cache_entries_max < 1:
             raise ValueError("cache_entries_max must be >= 1")
+        if stale_s_max < 0:
+            raise ValueError("stale_s_max must be >= 0")
         self.policy = policy
         self._ttl_s_min = ttl_s_min
         self._ttl_s_max = ttl_s_max
@@ -117,6 +135,12 @@ class SafeResolver:
         for name, ips in (overrides or {}).items():
             self._overrides[normalise_host(name)] = self._permitted(name, _literal_list(name, ips))
         self._hits = self._negative_hits = self._misses = self._coalesced = 0
+        self._stale_s_max = stale_s_max
+        # host -> (expires_at, addresses) of its last good lookup, for serve-stale (LRU, same bound)
+        self._good: OrderedDict[str, tuple[float, list[str]]] = OrderedDict()
+        self._failures = self._stale = 0
+        self._latency = [0] * (len(DNS_LATENCY_BUCKETS_S) + 1)
+        self._latency_sum_s = 0.0
 
     # -- public -------------------------------------------------------------
 
@@ -163,7 +187,12 @@ class SafeResolver:
 
     @property
     def stats(self) -> ResolverStats:
-        return ResolverStats(self._hits, self._negative_hits, self._misses, self._coalesced, len(self._cache))
+        counts, running = [], 0
+        for n in self._latency:   # cumulative, as Prometheus buckets are
+            running += n
+            counts.append(running)
+        return ResolverStats(self._hits, self._negative_hits, self._misses, self._coalesced, len(self._cache),
+                             self._failures, self._stale, tuple(counts), self._latency_sum_s)
 
     def forget(self, host: str) -> None:
         """Drop the cache entry for `host` (e.g. after connection failures)."""
@@ -197,10 +226,20 @@ class SafeResolver:
         try:
             if not key or len(key) > _HOST_LEN_MAX:
                 raise ResolveFailed(Reason.DNS, f"{key!r}: not a valid host name")
-            answers = await self._lookup(key)
+            started = self._clock()
+            try:
+                answers = await self._lookup(key)
+            finally:
+                self._timed(self._clock() - started)
             if not answers:
                 raise ResolveFailed(Reason.DNS, f"{key}: no addresses")
         except ResolveFailed as exc:
+            self._failures += 1
+            stale = self._stale_answer(key) if exc.reason is Reason.DNS else None
+            if stale is not None:
+                self._stale += 1
+                self._store(key, self._clock() + self._negative_ttl_s, stale)
+                return self._checked(stale)
             self._store(key, self._clock() + self._negative_ttl_s, ResolveFailed(exc.reason, exc.detail))
             raise
         addrs = list(dict.fromkeys(addr for addr, _ in answers))
@@ -208,7 +247,26 @@ class SafeResolver:
         ttl_s = min(max(ttl_s, self._ttl_s_min), self._ttl_s_max)
         value = self._permitted(key, addrs)
         self._store(key, self._clock() + ttl_s, value)
+        if not isinstance(value, ResolveFailed):
+            good = self._good
+            good[key] = (self._clock() + ttl_s, value)
+            good.move_to_end(key)
+            while len(good) > self._entries_max:
+                good.popitem(last=False)
         return self._checked(value)
+
+    def _stale_answer(self, key: str) -> list[str] | ResolveFailed | None:
+        """The last good answer if it expired at most stale_s_max ago (policy checked again)."""
+        entry = self._good.get(key)
+        if entry is None or self._clock() - entry[0] > self._stale_s_max:
+            return None
+        return self._permitted(key, entry[1])
+
+    def _timed(self, elapsed_s: float) -> None:
+        elapsed_s = max(0.0, elapsed_s)
+        self._latency_sum_s += elapsed_s
+        i = next((i for i, b in enumerate(DNS_LATENCY_BUCKETS_S) if elapsed_s <= b), len(DNS_LATENCY_BUCKETS_S))
+        self._latency[i] += 1
 
     def _store(self, key: str, expires_at: float, value: list[str] | ResolveFailed) -> None:
         cache = self._cache

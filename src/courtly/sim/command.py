@@ -2,6 +2,7 @@
 
     courtly simweb [--profile demo|bench|hostile] [--seed N] [--hosts N] ... --out DIR
     courtly simweb check DIR/requests.jsonl [--manifest DIR/manifest.json] [...]
+    courtly simweb outage --out DIR [...]     (failing hosts: sim/outage_command.py)
 
 Serving writes DIR/hosts.json, DIR/manifest.json, DIR/seeds.txt, logs every
 request to DIR/requests.jsonl, and writes DIR/ready.json ({"port", "pid",
@@ -140,6 +141,11 @@ def _check_parser() -> argparse.ArgumentParser:
                    help="fail below this share of reachable allowed pages fetched (default: report only)")
     p.add_argument("--no-coverage", action="store_true", help="skip the reachability walk (huge webs)")
     p.add_argument("--only-hosts", help="comma-separated hosts the crawl was bounded to (coverage)")
+    for flag, default, what in (("--park-after", 3, "failures in a row that park a key"),
+                                ("--probe-s-min", 60.0, "a parked key's first probe"),
+                                ("--probe-s-max", 21600.0, "the longest probe interval"),
+                                ("--ban-run", 10, "challenge answers in a row that pause a key")):
+        p.add_argument(flag, type=type(default), default=default, help=f"outage logs: {what} (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     return p
 
@@ -204,6 +210,10 @@ def _check(args: argparse.Namespace) -> int:
     what = f"manifest {manifest_path}"
     try:
         manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
+        if manifest.get("kind") == "outage":   # `courtly simweb outage`: its own checker
+            from courtly.sim.outage_command import check as check_outage
+
+            return check_outage(args, manifest, load_log(args.log))
         web = web_from_manifest(manifest)
         port = int(manifest["port"])
         what = f"request log {args.log}"
@@ -243,6 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list = args_list[1:]
     if args_list and args_list[0] == "check":
         return _check(_check_parser().parse_args(args_list[1:]))
+    if args_list and args_list[0] == "outage":
+        from courtly.sim.outage_command import main as outage_main
+
+        return outage_main(args_list[1:])
     parser = _serve_parser()
     args = parser.parse_args(args_list)
     try:  # validate the knobs before any socket opens: a bad one is one line
