@@ -63,6 +63,10 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089 "
                         "(default: none; HOST defaults to 127.0.0.1)")
     c.add_argument("--quiet", action="store_true", help="no progress display")
+    c.add_argument("--consumer", metavar="NAME",
+                   help="submit the seeds for this [[consumers]] entry (README: Consumers; default: none)")
+    c.add_argument("--priority", type=int, metavar="BAND",
+                   help="with --consumer: the seeds' priority band (default: the consumer's priority)")
 
     d = sub.add_parser("demo", parents=[logs], help="start the simulated web on loopback and crawl it (offline)")
     d.add_argument("--out", default="crawl-demo", help="crawl folder (default: crawl-demo)")
@@ -86,6 +90,9 @@ def _build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="daily skip-decision report: which fetches are not done, and why")
     rp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     rp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    rp.add_argument("--consumers", action="store_true",
+                    help="the chargeback per consumer instead: fetches, shared, denied by quota, billed, cost")
+    rp.add_argument("--config", help="with --consumers: the config declaring them (quotas, prices; default: none)")
 
     r = sub.add_parser("review", help="the trap review queue: suspected hosts, and resolving them")
     r.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
@@ -186,9 +193,19 @@ def _distributed_commands(sub, logs) -> None:
     w.add_argument("--status", metavar="HOST:PORT",
                    help="serve this worker's metrics (/metrics) and status page, e.g. 127.0.0.1:8089 "
                         "(default: none; HOST defaults to 127.0.0.1)")
-    s = sub.add_parser("submit", help="create a distributed crawl in PostgreSQL and add seed URLs")
+    s = sub.add_parser("submit", help="create a distributed crawl in PostgreSQL and add seed URLs, or "
+                                      "(--consumer) submit URLs for a consumer to a crawl folder")
     s.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
-    s.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
+    s.add_argument("--db", metavar="DSN", help="postgresql://user@host[:port]/database (distributed)")
+    s.add_argument("--consumer", metavar="NAME", help="submit for this [[consumers]] entry to the crawl "
+                   "folder --out; a running crawl takes them at its next commit (README: Consumers)")
+    s.add_argument("--out", default="crawl-out", help="with --consumer: crawl folder (default: crawl-out)")
+    s.add_argument("--config", help="with --consumer: the config declaring the consumers")
+    s.add_argument("--priority", type=int, metavar="BAND",
+                   help="with --consumer: priority band 0..7 (default: the consumer's priority)")
+    s.add_argument("--intent", choices=["archive", "search", "monitor"], default="archive",
+                   help="with --consumer: what the consumer wants the URLs for (default: archive)")
+    s.add_argument("--json", action="store_true", help="with --consumer: print JSON instead of text")
     s.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
     s.add_argument("--partitions", type=int, default=1024,
                    help="partitions of a new crawl (fixed once created; default 1024)")
@@ -286,6 +303,16 @@ def main(argv: list[str] | None = None) -> int:
             from courtly.runtime.wiring import UsageError
 
             return run_watch(args, UsageError, time.time())
+        if args.command == "report" and args.consumers:
+            from courtly.config import load_config
+            from courtly.runtime.consumer_report import as_text, chargeback
+            from courtly.runtime.wiring import UsageError
+
+            try:
+                print(as_text(chargeback(Path(args.out), load_config(args.config)), args.json))
+            except ValueError as e:
+                raise UsageError(str(e)) from e
+            return 0
         if args.command == "report":
             from courtly.runtime.report import daily_report
 
@@ -435,7 +462,18 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
             raise UsageError(f"no watch list in {out}: courtly watch add URL --out {out} (or give seeds)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
+    if args.priority is not None and not args.consumer:
+        raise UsageError("--priority goes with --consumer")
     with crawl_folder(out):
+        if args.consumer:   # the seeds become the consumer's submissions (runtime/consumers)
+            from courtly.runtime.consumer_report import submit
+
+            try:
+                submit(out, cfg, args.consumer, seeds, priority=args.priority, intent=cfg.crawl.intent,
+                       now=time.time())
+            except ValueError as e:
+                raise UsageError(str(e)) from e
+            seeds = []
         for w in cfg.warnings():
             _say(w, "warning")
         progress = Progress(enabled=not args.quiet and not _JSON_LOGS)
@@ -491,10 +529,30 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     seeds = read_seeds(args.urls, args.seeds_file)
     if not seeds:
         raise UsageError("no seeds: give URLs or --seeds-file")
+    if args.consumer:
+        return _cmd_submit_consumer(args, list(seeds))
+    if not args.db:
+        raise UsageError("submit wants --db DSN (a distributed crawl) or --consumer NAME --out DIR")
     if args.partitions < 1:
         raise UsageError("--partitions must be at least 1")
     done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key))
     _say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
+    return 0
+
+
+def _cmd_submit_consumer(args: argparse.Namespace, urls: list[str]) -> int:
+    from courtly.config import load_config
+    from courtly.runtime.consumer_report import submit
+    from courtly.runtime.wiring import UsageError
+
+    try:
+        done = submit(Path(args.out), load_config(args.config), args.consumer, urls, priority=args.priority,
+                      intent=args.intent, now=time.time())
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    print(json.dumps(done) if args.json else
+          f"{done['submitted']} URL(s) submitted for {done['consumer']} (priority {done['priority']}, "
+          f"intent {done['intent']}); a running crawl takes them at its next commit")
     return 0
 
 

@@ -53,6 +53,7 @@ from courtly.core.urls import (
 )
 from courtly.runtime.admission import Admission
 from courtly.runtime.bloom import BloomWatch
+from courtly.runtime.consumers import Consumers
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
@@ -144,6 +145,7 @@ class Crawler(LeaseRequests):
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
         self.complaints = Complaints(self)   # open abuse complaints slow their keys
+        self.consumers = Consumers(self)     # [[consumers]]; wiring attaches their store
         self.renders = None     # runtime/render.PageRenders when [render] is on (set by runtime/wiring)
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
@@ -196,6 +198,7 @@ class Crawler(LeaseRequests):
                 self._attempts[url] = attempts
             self._queue(item, now, stored=True)
             n += 1
+        self.consumers.poll(now)
         return n
 
     def _load_crawl_id(self) -> None:
@@ -384,7 +387,9 @@ class Crawler(LeaseRequests):
             self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
             self.store.apply(batch)
             self.admission.committed()
+            self.consumers.committed(batch)   # after the WARC flush: streams name written bytes
             self.bloom_watch.after_commit()   # the store now holds every URL the filter does
+        self.consumers.poll(now)    # new submissions, like purges, at every commit
         self.monitor.save()         # after the WARC flush: a change event never names unwritten bytes
         self.monitor.poll(now)
         self.overflow.refill(now)   # the store now holds every queued URL decided so far
@@ -431,7 +436,7 @@ class Crawler(LeaseRequests):
 
     async def _run_lease(self, lease: Lease) -> None:
         key = lease.key
-        remaining = list(lease.items)
+        remaining = self.consumers.order(key, list(lease.items))
         lost = False
         try:
             while remaining and not self._stopping:
@@ -508,6 +513,10 @@ class Crawler(LeaseRequests):
                 return "lost"
             if self._turn_far_off(item.key):
                 return "retry-later"
+        quota = self.consumers.before_fetch(item, self.clock.now())   # charges its consumers within quota
+        if quota:
+            self.decide(item.url, item.key, item.via, Reason.QUOTA, quota, self.clock.now(), item.depth)
+            return "done"
         headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
         try:
             result = await self._request(item.url, item.key, ip, lease, headers)
@@ -516,6 +525,7 @@ class Crawler(LeaseRequests):
             return "done"
         if result is None:
             return "lost"
+        self.consumers.answered(item.url, result)
         return await self.results.handle(item, result)
 
     def _batch_for(self, key: str) -> int:

@@ -277,6 +277,12 @@ async def run_crawl(
         crawler.renders = page_renders(cfg, crawler, ChromiumRenderer.from_config(
             cfg.render, clock=clock, user_agent=cfg.crawl.agent()))
     monitor = _attach_monitor(crawler, out, clock) if cfg.crawl.intent == "monitor" else None
+    consumer_store = None
+    if cfg.consumers:   # runtime/consumers: submissions, streams, chargeback
+        from courtly.shell.store.consumers_sqlite import SqliteConsumerStore
+
+        consumer_store = SqliteConsumerStore(out / "crawl.db")
+        crawler.consumers.attach(consumer_store, out, clock.now())
     try:
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
@@ -304,6 +310,8 @@ async def run_crawl(
         if monitor is not None:
             monitor[1].close()
             monitor[0].close()
+        if consumer_store is not None:
+            consumer_store.close()
         await fetcher.close()
         await extractor.close()
         warc.close()

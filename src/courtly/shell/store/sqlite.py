@@ -148,6 +148,16 @@ def connect_wal(path: Path) -> sqlite3.Connection:
     return db
 
 
+def connect_schema(path: Path, schema: str, what: str) -> sqlite3.Connection:
+    """`connect_wal(path)` with `schema` made; StoreError naming `what` if it fails."""
+    try:
+        db = connect_wal(path)
+        db.executescript(schema)
+        return db
+    except (sqlite3.Error, OSError) as e:
+        raise StoreError(f"cannot open {what} in {path}: {e}") from e
+
+
 class SqliteStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
