@@ -281,13 +281,17 @@ class Consumers:
         with path.open("a", encoding="utf-8") as fh:
             fh.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
 
-    def snapshot(self) -> dict:
-        """Per consumer counters and quota use (the metrics)."""
-        out = {}
+    def metrics(self) -> dict:
+        """{measure: {consumer: value}} for shell/metrics (courtly_consumer_*)."""
+        out: dict[str, dict] = {m: {} for m in ("fetches", "bytes", "shared", "denied", "charged",
+                                                "quota_used", "cost")}
         for k in self.c.cfg.consumers:
-            n = self.counters.get(k.name, {})
-            out[k.name] = {**n, "quota": k.fetches_per_day, "used_today": self.ledger.used.get(k.name, 0),
-                           "cost": n.get("charged", 0.0) * k.price_per_million / 1e6}
+            n = self.counters[k.name]
+            for m in ("fetches", "bytes", "shared", "denied", "charged"):
+                out[m][k.name] = n[m]
+            if k.fetches_per_day:
+                out["quota_used"][k.name] = self.ledger.used.get(k.name, 0) / k.fetches_per_day
+            out["cost"][k.name] = n["charged"] * k.price_per_million / 1e6
         return out
 
 
