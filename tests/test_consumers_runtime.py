@@ -144,3 +144,17 @@ def test_consumers_off_leave_the_crawl_as_it_was(tmp_path):
     c.commit()
     assert not (tmp_path / "consumers").exists()
     assert isinstance(Batch(), Batch)
+
+
+def test_a_keys_lease_gives_the_consumers_turns_by_weight_even_when_its_delay_allows_one_url(c, tmp_path):
+    mine = [f"http://x.test/a{i}" for i in range(4)] + [f"http://x.test/b{i}" for i in range(4)]
+    submit(tmp_path, CFG, "a", mine[:4], priority=4, intent="archive", now=T0)
+    submit(tmp_path, CFG, "b", mine[4:], priority=4, intent="archive", now=T0)
+    c.commit()
+    lease = c.frontier.lease(T0 + 10, c._batch_for)
+    assert c.politeness.key("x.test").delay_s > 0.05 and len(lease.items) == 8   # the delay alone leases one
+    order = [c.consumers.owners(it)[0] for it in c.consumers.order("x.test", list(lease.items))]
+    last_b = len(order) - 1 - order[::-1].index("b")
+    for n in range(1, last_b + 1):   # while both have URLs, b (weight 2) has twice a's turns, give or take one
+        assert abs(order[:n].count("b") - 2 * order[:n].count("a")) <= 2, order
+    assert order.count("a") == order.count("b") == 4

@@ -17,7 +17,9 @@ named consumers ask it for URLs and each gets its own results.
   against its quota (core/consumers.Ledger); those within it are charged. If
   none is, the URL is decided with reason `quota` (a Decision, never a silent
   drop); a consumer turned away from a URL others take gets a `denied` line.
-* A key's batch is put in weighted-fair order across its consumers (`order`).
+* A key's batch is put in weighted-fair order across its consumers (`order`);
+  with consumers a lease takes at least FAIR_WINDOW URLs (`lease_size`), so
+  even a key whose delay gives one URL a lease has a choice of whose is next.
 * At each commit (after the WARC flush and the store batch) the batch's page
   requests become result lines in each consumer's `results.jsonl` in its sink
   folder, and rows in `consumer_results` (the chargeback); new purges become a
@@ -48,6 +50,7 @@ __all__ = ["Consumers", "PAGE_KINDS", "stream_path"]
 log = logging.getLogger("courtly")
 
 PAGE_KINDS = frozenset({"page", "recrawl"})   # fetch-log kinds made for a URL someone asked for
+FAIR_WINDOW = 8              # URLs of a key looked at to give its next turn fairly
 OWNED_URLS_MAX = 5_000_000   # URLs whose consumers are remembered; past it, the oldest are forgotten
 
 
@@ -186,6 +189,11 @@ class Consumers:
             if mine:
                 self.owned[item.url] = mine
         return mine or ()
+
+    def lease_size(self, n: int) -> int:
+        """With consumers, a lease takes at least FAIR_WINDOW URLs so `order` has
+        a choice; those its turn does not reach go back to the front of their band."""
+        return max(n, FAIR_WINDOW) if self.enabled else n
 
     def order(self, key: str, items: list[UrlItem]) -> list[UrlItem]:
         """A key's batch in weighted-fair order across its consumers."""

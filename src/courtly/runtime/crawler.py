@@ -532,7 +532,8 @@ class Crawler(LeaseRequests):
         """How many of the key's URLs a lease takes: one when the key's delay
         will hand it back after its first request (see LEASE_HOLD_S), else
         the batch; the rest stay queued instead of going out and back."""
-        return 1 if self.politeness.key(key).delay_s > LEASE_HOLD_S else self.cfg.crawl.batch_max
+        n = 1 if self.politeness.key(key).delay_s > LEASE_HOLD_S else self.cfg.crawl.batch_max
+        return self.consumers.lease_size(n)
 
     def _turn_far_off(self, key: str) -> bool:
         """The key's next request must wait more than LEASE_HOLD_S: the lease
