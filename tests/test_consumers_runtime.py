@@ -158,3 +158,16 @@ def test_a_keys_lease_gives_the_consumers_turns_by_weight_even_when_its_delay_al
     for n in range(1, last_b + 1):   # while both have URLs, b (weight 2) has twice a's turns, give or take one
         assert abs(order[:n].count("b") - 2 * order[:n].count("a")) <= 2, order
     assert order.count("a") == order.count("b") == 4
+
+
+def test_a_url_a_quota_turned_away_is_queued_again_when_submitted_again(c, tmp_path):
+    submit(tmp_path, CFG, "a", URLS[:1], priority=None, intent="archive", now=T0)
+    c.commit()
+    c.frontier.lease(T0 + 10, lambda key: 10)   # taken out, as by a fetch task
+    c.decide(URLS[0], "x.test", "", Reason.QUOTA, "a: fetches_per_day 2 used", T0 + 1)
+    c.commit()
+    assert c.store.url_record(URLS[0])["reason"] == "quota"
+    submit(tmp_path, CFG, "a", URLS[:1], priority=None, intent="archive", now=T0 + 86_400)
+    c.commit()
+    assert c.store.url_record(URLS[0])["state"] == "queued"
+    assert URLS[0] in c.frontier.urls_of("x.test")

@@ -10,7 +10,7 @@ named consumers ask it for URLs and each gets its own results.
   A URL not seen yet is admitted like a seed in the consumer's priority band;
   one already queued gains a consumer (the request is made once, delivered to
   each); one already fetched is delivered at once from its WARC record
-  (shared, billed nothing more).
+  (shared, billed nothing more); one a quota turned away is queued again.
 * A URL's consumers are those that submitted it, else those of the page it was
   found on (a consumer's crawl is what discovered it).
 * Before a request (`before_fetch`) each consumer of the URL is checked
@@ -164,6 +164,11 @@ class Consumers:
         record = c.store.url_record(url)
         if record is not None and record["state"] == "fetched":
             self._deliver_earlier(consumer, url, record["key"])
+        elif record is not None and record["reason"] == "quota" and self.store.requeue_quota(url):
+            # turned away by a quota before: asked again, it is queued again (and checked again)
+            self._own(url, (consumer,))
+            c._queue(UrlItem(url=url, key=record["key"], band=priority, depth=record["depth"],
+                             via=record["via"]), now)
         elif record is not None and record["state"] in ("skipped", "failed"):
             self._rows.append(self._row(consumer, url, record["key"], now, "decision", 0, 0, "", "", 0, 0.0,
                                         f"{record['reason']}: {record['detail'] or ''}"))

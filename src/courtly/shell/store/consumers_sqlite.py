@@ -87,6 +87,14 @@ class SqliteConsumerStore:
         except sqlite3.Error as e:
             raise StoreError(f"cannot record consumer results in {self.path}: {e}") from e
 
+    def requeue_quota(self, url: str) -> bool:
+        """Queue `url` again if a quota turned it away (it was submitted again)."""
+        try:
+            return self._db.execute("UPDATE urls SET state = 'queued', reason = NULL, detail = NULL "
+                                    "WHERE url = ? AND state = 'skipped' AND reason = 'quota'", (url,)).rowcount > 0
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot queue {url} again in {self.path}: {e}") from e
+
     def cursor(self, name: str) -> int:
         row = self._db.execute("SELECT v FROM consumer_meta WHERE k = ?", (name,)).fetchone()
         return int(row[0]) if row else 0
