@@ -171,3 +171,19 @@ def test_a_url_a_quota_turned_away_is_queued_again_when_submitted_again(c, tmp_p
     c.commit()
     assert c.store.url_record(URLS[0])["state"] == "queued"
     assert URLS[0] in c.frontier.urls_of("x.test")
+
+
+def test_a_resumed_crawl_knows_whose_pages_it_fetched_so_their_queued_links_stay_theirs(c, tmp_path):
+    submit(tmp_path, CFG, "b", URLS[:1], priority=None, intent="archive", now=T0)
+    c.commit()
+    page = "http://x.test/found"
+    c.consumers.before_fetch(_item(page, via=URLS[0]), T0 + 1)
+    _answered(c, page, T0 + 1, 3)
+    c.commit()
+    resumed = crawler(tmp_path, CFG)
+    store = SqliteConsumerStore(tmp_path / "crawl.db")
+    try:
+        resumed.consumers.attach(store, tmp_path, T0 + 2)
+        assert resumed.consumers.owners(_item("http://x.test/deeper", via=page)) == ("b",)
+    finally:
+        store.close()

@@ -102,7 +102,10 @@ class Consumers:
         self._replay_owners()
 
     def _replay_owners(self) -> None:
-        """The consumers of the URLs submitted before (a resumed crawl)."""
+        """The consumers of the pages delivered and the URLs submitted before (a
+        resumed crawl): the links still queued from those pages stay theirs."""
+        for consumer, url in self.store.iter_delivered():
+            self._own(url, (consumer,))
         after = 0
         while True:
             subs = self.store.submissions(after)
@@ -157,22 +160,24 @@ class Consumers:
         if not url:
             c.admission.admit(raw, via=None, band=priority, depth=0, now=now)   # decided MALFORMED etc.
             return
-        if url not in c.seen:
+        record = c.store.url_record(url) if url in c.seen else None
+        if record is None:   # new (or admitted in the batch not written yet: then it only gains the consumer)
             self._own(url, (consumer,))
+            if c.cfg.crawl.scope != "any":
+                c.admission.set_seeds([url])   # a submission is a seed of the crawl's scope
             c.admission.admit(url, via=None, band=priority, depth=0, now=now)
             return
-        record = c.store.url_record(url)
-        if record is not None and record["state"] == "fetched":
+        if record["state"] == "fetched":
             self._deliver_earlier(consumer, url, record["key"])
-        elif record is not None and record["reason"] == "quota" and self.store.requeue_quota(url):
+        elif record["reason"] == "quota" and self.store.requeue_quota(url):
             # turned away by a quota before: asked again, it is queued again (and checked again)
             self._own(url, (consumer,))
             c._queue(UrlItem(url=url, key=record["key"], band=priority, depth=record["depth"],
                              via=record["via"]), now)
-        elif record is not None and record["state"] in ("skipped", "failed"):
+        elif record["state"] in ("skipped", "failed"):
             self._rows.append(self._row(consumer, url, record["key"], now, "decision", 0, 0, "", "", 0, 0.0,
                                         f"{record['reason']}: {record['detail'] or ''}"))
-        else:   # queued, or admitted in the batch not written yet: delivered when fetched
+        else:   # queued: delivered to each of its consumers when fetched
             self._own(url, (consumer,))
 
     def _deliver_earlier(self, consumer: str, url: str, key: str) -> None:

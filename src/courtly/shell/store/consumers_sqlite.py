@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from courtly.core.consumers import ResultRow
 from courtly.shell.store.sqlite import StoreError, connect_schema
@@ -104,6 +104,10 @@ class SqliteConsumerStore:
         return [ResultRow(*r) for r in self._db.execute(
             "SELECT consumer, url, key, at, kind, status, bytes, warc, digest, shared, charge, detail "
             "FROM consumer_results WHERE url = ? AND kind = 'fetch' ORDER BY id LIMIT 1000", (url,))]
+
+    def iter_delivered(self) -> Iterator[tuple[str, str]]:
+        """(consumer, url) of every delivery: a resumed crawl's owners of fetched pages."""
+        return iter(self._db.execute("SELECT consumer, url FROM consumer_results WHERE kind = 'fetch' ORDER BY id"))
 
     def fetched_since(self, since: float) -> list[tuple[str, str, float]]:
         """(consumer, key, at) of the requests charged since `since` (a resumed crawl's quotas)."""
