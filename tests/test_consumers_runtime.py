@@ -118,6 +118,8 @@ def test_a_decision_on_a_consumers_url_reaches_its_stream(c, tmp_path):
     c.commit()
     (line,) = _lines(tmp_path, "b")
     assert line["decision"] == "robots"
+    bill = {r["consumer"]: r for r in chargeback(tmp_path, CFG)["consumers"]}
+    assert (bill["b"]["decided"], bill["b"]["denied"]) == (1, 0)   # not fetched, but not for its quota
 
 
 def test_the_metrics_carry_each_consumers_fetches_denials_quota_and_cost(c, tmp_path):

@@ -138,19 +138,27 @@ class FairTurns:
 
         Simulates the turns: each pick advances the picked consumers' tags, so
         a batch is interleaved by weight, not just led by the poorest consumer.
-        Items with no consumer keep their place after the consumers' items."""
+        Items of the same consumers keep their order; items with no consumer
+        come after the consumers' items, in their order."""
+        groups: dict[tuple[str, ...], list[T]] = {}
+        for it in items:
+            groups.setdefault(tuple(owners(it)), []).append(it)
+        if len(groups) < 2:
+            return list(items)   # one set of consumers: nothing to share out
         tags = dict(self.served.get(key, {}))
-        pending = list(enumerate(items))
+        nobody = groups.pop((), [])
+        heads = {who: 0 for who in groups}
         out: list[T] = []
-        while pending:
-            def finish(entry: tuple[int, T]) -> tuple[float, int]:
-                who = owners(entry[1])
-                if not who:
-                    return (float("inf"), entry[0])
-                return (min(tags.get(c, 0.0) + 1.0 / self.weights.get(c, 1.0) for c in who), entry[0])
-            best = min(pending, key=finish)
-            pending.remove(best)
-            out.append(best[1])
-            for c in owners(best[1]):
+
+        def finish(who: tuple[str, ...]) -> float:
+            return min(tags.get(c, 0.0) + 1.0 / self.weights.get(c, 1.0) for c in who)
+
+        while heads:
+            who = min(heads, key=lambda w: (finish(w), w))
+            out.append(groups[who][heads[who]])
+            heads[who] += 1
+            if heads[who] == len(groups[who]):
+                del heads[who]
+            for c in who:
                 tags[c] = tags.get(c, 0.0) + 1.0 / self.weights.get(c, 1.0)
-        return out
+        return out + nobody

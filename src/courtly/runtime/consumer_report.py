@@ -52,7 +52,7 @@ def chargeback(out: Path, cfg: Config) -> dict:
     db_path = out / "crawl.db"
     if not db_path.exists():
         raise ValueError(f"no crawl in {out} (crawl.db missing)")
-    from courtly.shell.store.consumers_sqlite import SqliteConsumerStore
+    from courtly.shell.store.consumers_sqlite import EMPTY_TOTALS, SqliteConsumerStore
 
     store = SqliteConsumerStore(db_path)
     try:
@@ -67,7 +67,7 @@ def chargeback(out: Path, cfg: Config) -> dict:
     rows = []
     declared = {c.name: c for c in cfg.consumers}
     for name in sorted(set(declared) | set(totals)):
-        t = totals.get(name, {"fetches": 0, "bytes": 0, "shared": 0, "charged": 0.0, "denied": 0})
+        t = totals.get(name, EMPTY_TOTALS)
         d = declared.get(name)
         price = d.price_per_million if d else 0.0
         rows.append({"consumer": name, **t, "charged": round(t["charged"], 6),
@@ -78,13 +78,13 @@ def chargeback(out: Path, cfg: Config) -> dict:
 
 
 def render_chargeback(data: dict) -> str:
-    lines = [f"{'consumer':<16} {'fetches':>8} {'shared':>7} {'denied':>7} {'billed':>10} {'bytes':>12} "
-             f"{'quota/day':>9} {'cost':>10}"]
+    lines = [f"{'consumer':<16} {'fetches':>8} {'shared':>7} {'denied':>7} {'decided':>7} {'billed':>10} "
+             f"{'bytes':>12} {'quota/day':>9} {'cost':>10}"]
     for r in data["consumers"]:
         quota = r["fetches_per_day"] or "-"
-        lines.append(f"{r['consumer']:<16} {r['fetches']:>8} {r['shared']:>7} {r['denied']:>7} "
+        lines.append(f"{r['consumer']:<16} {r['fetches']:>8} {r['shared']:>7} {r['denied']:>7} {r['decided']:>7} "
                      f"{r['charged']:>10.2f} {r['bytes']:>12} {quota!s:>9} {r['cost']:>10.4f}")
-    lines.append(f"{'overhead':<16} {'':>8} {'':>7} {'':>7} {data['overhead']:>10.2f}  "
+    lines.append(f"{'overhead':<16} {'':>8} {'':>7} {'':>7} {'':>7} {data['overhead']:>10.2f}  "
                  "(robots.txt, probes, URLs no consumer asked for)")
     lines.append(f"requests in the fetch log: {data['requests']} (billed + overhead)")
     return "\n".join(lines)

@@ -98,7 +98,7 @@ class Consumers:
             self.ledger.restore(consumer, key, at, now)
         for name, t in store.totals().items():
             if name in self.counters:
-                self.counters[name].update(t)
+                self.counters[name].update({k: t[k] for k in self.counters[name]})
         self._replay_owners()
 
     def _replay_owners(self) -> None:

@@ -22,9 +22,11 @@ from typing import Iterable, Iterator, NamedTuple
 from courtly.core.consumers import ResultRow
 from courtly.shell.store.sqlite import StoreError, connect_schema
 
-__all__ = ["SqliteConsumerStore", "Submission", "ResultRow", "SUBMISSIONS_PER_POLL"]
+__all__ = ["SqliteConsumerStore", "Submission", "ResultRow", "SUBMISSIONS_PER_POLL", "EMPTY_TOTALS"]
 
 SUBMISSIONS_PER_POLL = 10_000   # taken at one commit; the rest at the next ones
+
+EMPTY_TOTALS = {"fetches": 0, "bytes": 0, "shared": 0, "charged": 0.0, "denied": 0, "decided": 0}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS consumer_submissions (
@@ -116,16 +118,17 @@ class SqliteConsumerStore:
             (since,)))
 
     def totals(self) -> dict[str, dict]:
-        """Per consumer: fetches, bytes, shared, charged, denied (the chargeback report)."""
+        """Per consumer: fetches, bytes, shared, charged, denied (by quota) and
+        decided (not fetched for another reason): the chargeback report."""
         out: dict[str, dict] = {}
         for consumer, kind, n, nbytes, shared, charge in self._db.execute(
                 "SELECT consumer, kind, count(*), sum(bytes), sum(shared), sum(charge) FROM consumer_results "
                 "GROUP BY consumer, kind"):
-            t = out.setdefault(consumer, {"fetches": 0, "bytes": 0, "shared": 0, "charged": 0.0, "denied": 0})
+            t = out.setdefault(consumer, dict(EMPTY_TOTALS))
             if kind == "fetch":
                 t.update(fetches=n, bytes=nbytes or 0, shared=shared or 0, charged=charge or 0.0)
             else:
-                t["denied"] = n
+                t["denied" if kind == "denied" else "decided"] = n
         return out
 
     def close(self) -> None:
