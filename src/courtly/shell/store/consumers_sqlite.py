@@ -59,6 +59,9 @@ class SqliteConsumerStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._db = connect_schema(self.path, _SCHEMA, "consumers' tables")
+        # the crawl's own connection checkpoints the shared WAL; this one did it
+        # too, on its small commits, copying the crawl's pages (most of its cost)
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
 
     def submit(self, consumer: str, urls: Iterable[str], priority: int, intent: str, at: float) -> int:
         rows = [(consumer, u, priority, intent, at) for u in urls]
