@@ -5,10 +5,13 @@ lines, late deliveries and the per-consumer metrics."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from types import SimpleNamespace
 
 import pytest
 from inproc_support import T0, crawler
+from prometheus_client.parser import text_string_to_metric_families
 
 from courtly.config import config_from_dict
 from courtly.core.purge import Purge, Scope
@@ -129,13 +132,24 @@ def test_the_metrics_carry_each_consumers_fetches_denials_quota_and_cost(c, tmp_
         if not c.consumers.before_fetch(_item(url), T0 + i):
             _answered(c, url, T0 + i, i)
     c.commit()
-    fams = {f.name: f for f in metrics.families({"consumers": c.consumers.metrics()})}
-    value = {name: {s.labels["consumer"]: s.value for s in fam.samples if not s.name.endswith("_created")}
-             for name, fam in fams.items()}
-    assert value["courtly_consumer_fetches"]["a"] == 2
-    assert value["courtly_consumer_quota_denied"]["a"] == 1
+    text = metrics.exposition(metrics.new_registry(lambda: {"consumers": c.consumers.metrics()})).decode()
+    value: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            value.setdefault(s.name, {})[s.labels["consumer"]] = s.value
+    assert value["courtly_consumer_fetches_total"]["a"] == 2
+    assert value["courtly_consumer_quota_denied_total"]["a"] == 1
     assert value["courtly_consumer_quota_used_ratio"] == {"a": 1.0}   # b has no quota: absent
-    assert value["courtly_consumer_cost"]["a"] == pytest.approx(2 * 100.0 / 1e6)
+    assert value["courtly_consumer_cost_total"]["a"] == pytest.approx(2 * 100.0 / 1e6)
+    if shutil.which("promtool"):   # Prometheus' own checker
+        done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_consumer_metrics_without_consumers():
+    text = metrics.exposition(metrics.new_registry(lambda: {"consumers": None})).decode()
+    assert "courtly_consumer" not in text
 
 
 def test_consumers_off_leave_the_crawl_as_it_was(tmp_path):
