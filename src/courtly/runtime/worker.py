@@ -105,12 +105,12 @@ class _RoutedAdmission(Admission):
 class _TrackedResults(Results):
     """Extraction of a page counts as work for its partition (it writes later)."""
 
-    async def extract(self, item: UrlItem, result) -> None:
+    async def extract(self, item: UrlItem, result, record_id: str = "") -> None:
         w: Worker = self.c   # type: ignore[assignment]
         p = w.partition(item.key)
         w._busy[p] += 1
         try:
-            await super().extract(item, result)
+            await super().extract(item, result, record_id)
         finally:
             w._unbusy(p)
 
