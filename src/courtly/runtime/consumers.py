@@ -51,7 +51,8 @@ log = logging.getLogger("courtly")
 
 PAGE_KINDS = frozenset({"page", "recrawl"})   # fetch-log kinds made for a URL someone asked for
 FAIR_WINDOW = 8              # URLs of a key looked at to give its next turn fairly
-OWNED_URLS_MAX = 5_000_000   # URLs whose consumers are remembered; past it, the oldest are forgotten
+OWNED_URLS_MAX = 5_000_000
+TAKEN_MAX = 100_000          # requests charged and not yet seen in a commit   # URLs whose consumers are remembered; past it, the oldest are forgotten
 
 
 def stream_path(sink: str, out: Path) -> Path:
@@ -236,6 +237,10 @@ class Consumers:
         share = self.ledger.charge(names, item.key, now)
         self.turns.served_turn(item.key, names)
         self._taken[item.url] = (names, share)
+        if len(self._taken) > TAKEN_MAX:   # the oldest never reached a commit (its lease was lost)
+            oldest = next(iter(self._taken))
+            del self._taken[oldest]
+            self._digests.pop(oldest, None)
         return ""
 
     def answered(self, url: str, result) -> None:
