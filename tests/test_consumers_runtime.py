@@ -203,3 +203,13 @@ def test_a_resumed_crawl_knows_whose_pages_it_fetched_so_their_queued_links_stay
         assert resumed.consumers.owners(_item("http://x.test/deeper", via=page)) == ("b",)
     finally:
         store.close()
+
+
+def test_the_status_servers_consumer_api_records_for_the_running_crawl(c, tmp_path):
+    from courtly.runtime.wiring import _with_consumer_api
+
+    (api,) = _with_consumer_api(None, c, tmp_path).apis
+    assert api.submit("b", URLS[:1], None, "monitor")["priority"] == 3
+    c.commit()
+    assert URLS[0] in c.seen and c.consumers.owners(_item(URLS[0])) == ("b",)
+    assert api.counters() == c.consumers.metrics()

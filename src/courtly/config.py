@@ -479,6 +479,7 @@ class ConsumerSection:
     priority: int = 1                  # the band of its submissions unless --priority says otherwise
     host_share: float = 0.0            # share of one host's daily capacity (86400 / delay) it may use; 0: any
     price_per_million: float = 0.0     # chargeback: cost of a million fetches
+    token: str = ""                    # bearer token of its submissions on the status server ("": none)
 
     def __post_init__(self) -> None:
         if not self.name or not all(ch.isalnum() or ch in "._-" for ch in self.name):

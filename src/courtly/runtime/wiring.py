@@ -348,6 +348,8 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
                 from courtly.shell.watch_api import WatchApi
 
                 api = WatchApi(crawler.monitor.store, cfg.monitor.api_token, crawler.clock.now)
+            if cfg.consumers:   # submissions over HTTP (shell/consumer_api), beside the watch API if any
+                api = _with_consumer_api(api, crawler, out)
             servers.append(status_server(crawler, status, watch_api=api))
 
     try:
@@ -356,6 +358,18 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
         progress.close()
         for server in servers:
             await server.stop()
+
+
+def _with_consumer_api(api, crawler: Crawler, out: Path):
+    from courtly.runtime.consumer_report import submit
+    from courtly.shell.consumer_api import ConsumerApi, RouteSet
+
+    cfg = crawler.cfg
+
+    def record(name: str, urls: list[str], priority: int | None, intent: str) -> dict:
+        return submit(out, cfg, name, urls, priority=priority, intent=intent, now=crawler.clock.now())
+
+    return RouteSet(api, ConsumerApi({c.name: c.token for c in cfg.consumers}, record, crawler.consumers.metrics))
 
 
 def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None, watch_api=None):
