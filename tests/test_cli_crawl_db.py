@@ -55,3 +55,16 @@ def test_a_crawl_db_that_is_not_a_courtly_crawl_is_refused_in_one_line(tmp_path,
     assert lines == [f"courtly: error: {db} {message}" + lines[0].partition(message)[2]], lines
     assert db.read_bytes() == before
     assert sorted(p.name for p in out.iterdir()) == ["crawl.db"]
+
+
+def test_a_folder_made_by_courtly_watch_or_submit_is_courtlys_own(tmp_path):
+    # `courtly watch add` and `courtly submit --consumer` may make crawl.db before any crawl
+    from courtly.shell.store.consumers_sqlite import SqliteConsumerStore
+    from courtly.shell.store.sqlite import refuse_foreign
+    from courtly.shell.store.watch_sqlite import SqliteWatchStore
+
+    for name, make in (("watch", SqliteWatchStore), ("submit", SqliteConsumerStore)):
+        path = tmp_path / name / "crawl.db"
+        path.parent.mkdir()
+        make(path).close()
+        refuse_foreign(path)   # courtly's own: no StoreError

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from courtly.cli import _build_parser
+from courtly.cli_parser import build_parser as _build_parser
 from courtly.sim.command import _check_parser, _serve_parser
 from courtly.sim.vsim_command import parser as sim_parser
 

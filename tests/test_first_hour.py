@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from cli_support import courtly_logger_restored
 
-from courtly.cli import _build_parser, main
+from courtly.cli import main
+from courtly.cli_parser import build_parser as _build_parser
 from courtly.core.netpolicy import NetPolicy
 from courtly.ports import Batch
 from courtly.runtime.exits import Exit

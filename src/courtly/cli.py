@@ -44,173 +44,9 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from courtly import __version__
+from courtly.cli_parser import build_parser
 
 __all__ = ["main", "run"]
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="courtly", description="A polite, host-partitioned web crawler.")
-    p.add_argument("--version", action="version", version=f"courtly {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    logs = argparse.ArgumentParser(add_help=False)
-    logs.add_argument("--log-format", choices=["text", "json"], default="text",
-                      help="stderr log lines: text (default) or JSON lines (every decision included)")
-    logs.add_argument("--verbose", action="store_true",
-                      help="also log every decision (URL not fetched, with its reason) in text mode")
-
-    from courtly.runtime.exits import EXIT_HELP
-
-    c = sub.add_parser("crawl", parents=[logs], epilog=EXIT_HELP,
-                       help="crawl from seed URLs (resumes when run again on the same --out)")
-    c.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
-    c.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
-    c.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    _crawl_options(c)
-    c.add_argument("--status", metavar="HOST:PORT",
-                   help="serve metrics (/metrics) and a live status page, e.g. 127.0.0.1:8089 "
-                        "(default: none; HOST defaults to 127.0.0.1)")
-    c.add_argument("--quiet", action="store_true", help="no progress display")
-
-    d = sub.add_parser("demo", parents=[logs], help="start the simulated web on loopback and crawl it (offline)")
-    d.add_argument("--out", default="crawl-demo", help="crawl folder (default: crawl-demo)")
-    d.add_argument("--max-pages", type=int, default=400,
-                   help="stop after this many pages in this run (default: 400; 0 = no limit)")
-    d.add_argument("--hosts", type=int, default=12, help="simulated hosts (default: 12)")
-    d.add_argument("--seed", type=int, default=7, help="the simulated web's seed (default: 7)")
-    d.add_argument("--quiet", action="store_true", help="no progress display")
-
-    e = sub.add_parser("explain", help="show a URL's history: found where, fetched when, or why not")
-    e.add_argument("url", help="the URL (exit status 1 if this crawl never saw it)")
-    e.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    e.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    s = sub.add_parser("stats", help="summarise a crawl folder")
-    s.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    s.add_argument("--json", action="store_true", help="print JSON instead of text")
-    s.add_argument("--dead-letters", action="store_true",
-                   help="list the dead letters instead: pages whose link extraction killed or hung a worker twice")
-
-    rp = sub.add_parser("report", help="daily skip-decision report: which fetches are not done, and why")
-    rp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    rp.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    r = sub.add_parser("review", help="the trap review queue: suspected hosts, and resolving them")
-    r.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    r.add_argument("--resolve", nargs=2, metavar=("KEY", "trap|legit"),
-                   help="close a suspicion: 'legit' re-queues what it denied, 'trap' denies for good")
-    r.add_argument("--rule", help="resolve only this rule's suspicion")
-    r.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    pg = sub.add_parser("purge", parents=[logs],
-                        help="take down a domain, host or URL prefix: dropped from the frontier, never "
-                             "fetched again, left out of every export (works while a crawl runs)")
-    pg.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    what = pg.add_mutually_exclusive_group()
-    what.add_argument("--domain", help="a registered domain and all its subdomains, e.g. example.org")
-    what.add_argument("--host", help="exactly this host name (any port, any scheme)")
-    what.add_argument("--url-prefix", help="every URL starting with this (normalised) prefix")
-    what.add_argument("--list", action="store_true", help="list the purges: recorded, applied, effect time")
-    pg.add_argument("--reason", default="", help="why (kept with the purge and in every decision; default: empty)")
-    pg.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    ab = sub.add_parser("abuse", help="record an abuse complaint about a host (its politeness key is slowed "
-                                      "until resolved; works while a crawl runs), resolve or list them")
-    ab.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    act = ab.add_mutually_exclusive_group()
-    act.add_argument("--host", help="the host complained about (a name such as www.example.org)")
-    act.add_argument("--resolve", type=int, metavar="ID", help="close complaint ID: the slow-down is lifted")
-    act.add_argument("--list", action="store_true", help="list every complaint, open and resolved")
-    ab.add_argument("--contact", default="", help="who complained (with --host; default: empty)")
-    ab.add_argument("--note", default="", help="what they said (with --host; default: empty)")
-    ab.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    x = sub.add_parser("export", parents=[logs],
-                       help="export WARC files, a CDXJ index or main text; purged content is never exported")
-    x.add_argument("kind", choices=["warc", "cdxj", "text"],
-                   help="warc: a new WARC file set (folder); cdxj: one merged index (file); "
-                        "text: JSON lines {url, fetched_at, title, text} (file)")
-    x.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise "
-                                               "(an existing file is replaced; so are same-named files in the folder)")
-    x.add_argument("--json", action="store_true", help="print JSON instead of text")
-    x.add_argument("--include-noindex", action="store_true",
-                   help="text: keep pages marked noindex (meta robots or X-Robots-Tag), each row with "
-                        "\"noindex\": true (default: left out; WARC and CDXJ always keep them)")
-    x.add_argument("--allow-partial", action="store_true",
-                   help="exit 0 when a WARC file is damaged (cut short or corrupt) and could be read only in part; "
-                        "each is still named on stderr (default: exit status 5)")
-
-    _view_commands(sub)
-    _distributed_commands(sub, logs)
-    from courtly.runtime.watchlist import add_parser as add_watch_parser
-
-    add_watch_parser(sub)
-    sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
-                   add_help=False)
-    sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
-                   add_help=False)
-    return p
-
-
-def _crawl_options(c: argparse.ArgumentParser) -> None:
-    """Options `crawl` and `worker` share (they feed `config_from_args`). A
-    flag overrides --config, whose keys default as in README's table."""
-    from courtly.config import Config
-
-    d = Config()
-    c.add_argument("--config", help="TOML config file (unknown keys are errors; default: none, "
-                                    "every key at its default, see README)")
-    c.add_argument("--max-pages", type=int, help="stop after this many pages fetched in this run "
-                                                 f"(default: crawl.max_pages, else {d.crawl.max_pages} = no limit)")
-    c.add_argument("--duration-s", type=float, help="stop after this many seconds (default: crawl.duration_s, "
-                                                    f"else {d.crawl.duration_s:g} = no limit)")
-    c.add_argument("--intent", choices=["archive", "search", "monitor"],
-                   help="archive: discovery only; search: recrawl by change rate; monitor: a watch list "
-                        f"(default: crawl.intent, else {d.crawl.intent})")
-    c.add_argument("--delay-s", type=float, help="minimum delay between requests to one host "
-                                                 f"(default: politeness.delay_s, else {d.politeness.delay_s:g})")
-    c.add_argument("--allow-network", action="append", default=[], metavar="CIDR",
-                   help="also allow these non-public networks (e.g. 10.1.0.0/16; for courtly simweb, the "
-                        "allowed_networks of its manifest.json, as it prints); repeatable")
-    c.add_argument("--user-agent", help="User-Agent header (default: courtly/VERSION (+contact))")
-    c.add_argument("--contact", help="operator contact URL or e-mail, sent in the User-Agent "
-                                     "(default: crawl.contact, else none, with a warning)")
-    c.add_argument("--resolve", action="append", default=[], metavar="HOST:IP",
-                   help="pin a host name to an address, like curl --resolve; repeatable")
-    c.add_argument("--hosts-file", help="JSON {host: ip} map (courtly simweb writes one)")
-    c.add_argument("--scope", choices=["any", "seed-domains", "seed-hosts"],
-                   help="which links to follow: any host, the seeds' registered domains, or the seeds' "
-                        f"hosts (default: crawl.scope, else {d.crawl.scope})")
-
-
-def _view_commands(sub) -> None:
-    """`hosts`, `urls` and `serve`: a crawl folder read back, read-only (they work while it runs)."""
-    from courtly.runtime.crawlview import LIMIT_MAX, STATES
-    from courtly.runtime.listing import HOST_SORTS
-
-    h = sub.add_parser("hosts", help="every host key: state, delay, fetched, queued, errors, denied by reason, "
-                                     "robots.txt and trap status")
-    h.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    h.add_argument("--sort", default="key", choices=list(HOST_SORTS),
-                   help="order (counts and delay: largest first; default: key)")
-    h.add_argument("--limit", type=int, default=0, help="show at most N hosts (default: 0 = all)")
-    h.add_argument("--json", action="store_true", help="print JSON instead of text")
-    u = sub.add_parser("urls", help="URL records filtered by skip reason, host and state, in discovery order")
-    u.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    u.add_argument("--reason", help="only URLs skipped for this reason (robots, trap, dns, ...; default: any)")
-    u.add_argument("--host", help="only URLs of this host's politeness key (default: any)")
-    u.add_argument("--state", choices=list(STATES), help="only URLs in this state (default: any)")
-    u.add_argument("--limit", type=int, default=100, help=f"at most N URLs, 1..{LIMIT_MAX} (default: 100)")
-    u.add_argument("--offset", type=int, default=0, help="skip the first N matching URLs (default: 0)")
-    u.add_argument("--json", action="store_true", help="print JSON instead of text")
-    v = sub.add_parser("serve", help="serve the status page of a finished or running crawl from its folder")
-    v.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
-    v.add_argument("--listen", default="127.0.0.1:8089", metavar="HOST:PORT",
-                   help="where to serve (default: 127.0.0.1:8089; port 0 picks a free one)")
-    v.add_argument("--replay", action="store_true",
-                   help="also start pywb (from $COURTLY_PYWB_VENV, else .cache/pywb-venv) on the crawl's WARC "
-                        "files and link captures to it (default: link the raw archived record)")
 
 
 def _cmd_view(args: argparse.Namespace) -> int:
@@ -237,36 +73,6 @@ def _cmd_view(args: argparse.Namespace) -> int:
     except (CrawlViewError, PywbError, ValueError) as e:
         raise UsageError(str(e)) from e
     return 0
-
-
-def _distributed_commands(sub, logs) -> None:
-    w = sub.add_parser("worker", parents=[logs],
-                       help="run a distributed worker against PostgreSQL (docs/distributed.md)")
-    w.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
-    w.add_argument("--out", default="crawl-out",
-                   help="WARC output: a folder or an fsspec URL such as s3://bucket/crawl (default: crawl-out)")
-    _crawl_options(w)
-    w.add_argument("--worker-id", help="this worker's id (default: host-pid-random; used in WARC file names)")
-    w.add_argument("--spool", help="local spool folder for WARC files bound for an fsspec URL")
-    w.add_argument("--quiet", action="store_true", help="only the start and end lines")
-    w.add_argument("--exit-when-done", action="store_true",
-                   help="stop once no URL is queued any more (default: run until SIGTERM)")
-    w.add_argument("--status", metavar="HOST:PORT",
-                   help="serve this worker's metrics (/metrics) and status page, e.g. 127.0.0.1:8089 "
-                        "(default: none; HOST defaults to 127.0.0.1)")
-    s = sub.add_parser("submit", help="create a distributed crawl in PostgreSQL and add seed URLs")
-    s.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
-    s.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
-    s.add_argument("--seeds-file", help="file with one seed URL per line (# comments allowed)")
-    s.add_argument("--partitions", type=int, default=1024,
-                   help="partitions of a new crawl (fixed once created; default 1024)")
-    s.add_argument("--politeness-key", choices=["domain", "host"], default="domain",
-                   help="must match the workers' crawl.politeness_key (default: domain)")
-    st = sub.add_parser("status", help="workers, partitions per owner, leases and queues of a distributed crawl")
-    st.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
-    st.add_argument("--json", action="store_true", help="print JSON instead of text")
-    sub.add_parser("alerts", help="print the Prometheus alerting rules for courtly's metrics "
-                                  "(docs/observability.md; load with rule_files)")
 
 
 def run() -> NoReturn:
@@ -316,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             return sim_main(argv[1:])
         except BrokenPipeError:   # courtly simweb check LOG | head
             return _reader_gone()
-    parser = _build_parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
     if not args.command:
@@ -359,6 +165,16 @@ def main(argv: list[str] | None = None) -> int:
             from courtly.runtime.wiring import UsageError
 
             return run_watch(args, UsageError, time.time())
+        if args.command == "report" and args.consumers:
+            from courtly.config import load_config
+            from courtly.runtime.consumer_report import as_text, chargeback
+            from courtly.runtime.wiring import UsageError
+
+            try:
+                print(as_text(chargeback(Path(args.out), load_config(args.config)), args.json))
+            except ValueError as e:
+                raise UsageError(str(e)) from e
+            return 0
         if args.command == "report":
             from courtly.runtime.report import daily_report
 
@@ -556,10 +372,21 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
             raise UsageError(f"no watch list in {out}: courtly watch add URL --out {out} (or give seeds)")
         raise UsageError("no seeds: give URLs or --seeds-file (or --out of a crawl to resume)")
     status = _parse_status(args.status)
+    if args.priority is not None and not args.consumer:
+        raise UsageError("--priority goes with --consumer")
     from courtly.shell.store.sqlite import refuse_foreign
 
     refuse_foreign(out / "crawl.db")   # before anything is made or said: one line, exit 2
     with crawl_folder(out):
+        if args.consumer:   # the seeds become the consumer's submissions (runtime/consumers)
+            from courtly.runtime.consumer_report import submit
+
+            try:
+                submit(out, cfg, args.consumer, seeds, priority=args.priority, intent=cfg.crawl.intent,
+                       now=time.time())
+            except ValueError as e:
+                raise UsageError(str(e)) from e
+            seeds = []
         for w in cfg.warnings():
             _say(w, "warning")
         progress = Progress(enabled=not args.quiet and not _JSON_LOGS)
@@ -637,10 +464,30 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     seeds = read_seeds(args.urls, args.seeds_file)
     if not seeds:
         raise UsageError("no seeds: give URLs or --seeds-file")
+    if args.consumer:
+        return _cmd_submit_consumer(args, list(seeds))
+    if not args.db:
+        raise UsageError("submit wants --db DSN (a distributed crawl) or --consumer NAME --out DIR")
     if args.partitions < 1:
         raise UsageError("--partitions must be at least 1")
     done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key))
     _say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
+    return 0
+
+
+def _cmd_submit_consumer(args: argparse.Namespace, urls: list[str]) -> int:
+    from courtly.config import load_config
+    from courtly.runtime.consumer_report import submit
+    from courtly.runtime.wiring import UsageError
+
+    try:
+        done = submit(Path(args.out), load_config(args.config), args.consumer, urls, priority=args.priority,
+                      intent=args.intent, now=time.time())
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    print(json.dumps(done) if args.json else
+          f"{done['submitted']} URL(s) submitted for {done['consumer']} (priority {done['priority']}, "
+          f"intent {done['intent']}); a running crawl takes them at its next commit")
     return 0
 
 

@@ -501,6 +501,39 @@ class RenderSection:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerSection:
+    """[[consumers]]: a named tenant of the one fetch layer (README: Consumers;
+    core/consumers, runtime/consumers). Its quota counts requests made for it."""
+
+    name: str
+    fetches_per_day: int = 0           # requests a UTC day; 0: no limit
+    weight: float = 1.0                # its share of a host's turns against other consumers
+    sink: str = ""                     # folder for its results.jsonl (relative: to the crawl folder)
+    priority_min: int = 0              # the priority bands (0 highest .. 7) it may submit with
+    priority_max: int = 7
+    priority: int = 1                  # the band of its submissions unless --priority says otherwise
+    host_share: float = 0.0            # share of one host's daily capacity (86400 / delay) it may use; 0: any
+    price_per_million: float = 0.0     # chargeback: cost of a million fetches
+    token: str = ""                    # bearer token of its submissions on the status server ("": none)
+
+    def __post_init__(self) -> None:
+        if not self.name or not all(ch.isalnum() or ch in "._-" for ch in self.name):
+            raise ConfigError(f"consumers.name must be letters, digits, '.', '_' or '-', not {self.name!r}")
+        _non_negative("consumers.fetches_per_day", self.fetches_per_day)
+        _positive("consumers.weight", self.weight)
+        _non_negative("consumers.price_per_million", self.price_per_million)
+        if not 0 <= self.priority_min <= self.priority_max <= 7:
+            raise ConfigError(f"consumer {self.name}: need 0 <= priority_min <= priority_max <= 7")
+        if not self.priority_min <= self.priority <= self.priority_max:
+            raise ConfigError(f"consumer {self.name}: priority {self.priority} is outside "
+                              f"{self.priority_min}..{self.priority_max}")
+        if not 0 <= self.host_share <= 1:
+            raise ConfigError(f"consumer {self.name}: host_share must be within 0..1, not {self.host_share}")
+        if self.sink.startswith(("http://", "https://")):
+            raise ConfigError(f"consumer {self.name}: sink must be a folder (webhook sinks are not supported yet)")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     crawl: CrawlSection = field(default_factory=CrawlSection)
     politeness: PolitenessSection = field(default_factory=PolitenessSection)
@@ -520,6 +553,21 @@ class Config:
     coverage: CoverageSection = field(default_factory=CoverageSection)
     abuse: AbuseSection = field(default_factory=AbuseSection)
     render: RenderSection = field(default_factory=RenderSection)
+    consumers: tuple[ConsumerSection, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.consumers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"consumer {dup[0]} is declared twice")
+
+    def consumer(self, name: str) -> ConsumerSection:
+        """The consumer called `name`; ConfigError naming the declared ones otherwise."""
+        for c in self.consumers:
+            if c.name == name:
+                return c
+        known = ", ".join(c.name for c in self.consumers) or "none: add [[consumers]] to the config"
+        raise ConfigError(f"unknown consumer {name!r} (declared: {known})")
 
     def replace(self, section: str, **changes: Any) -> "Config":
         """A copy with some fields of one section changed (CLI overrides)."""
@@ -655,7 +703,8 @@ def config_from_dict(data: dict) -> Config:
     if unknown:
         raise ConfigError(f"unknown section [{unknown[0]}] (known: {', '.join(sorted(sections))})")
     hints = typing.get_type_hints(Config)
-    built = {name: _build(name, hints[name], table) for name, table in data.items()}
+    built = {name: (_coerce(name, hints[name], table) if typing.get_origin(hints[name]) is tuple
+                    else _build(name, hints[name], table)) for name, table in data.items()}
     return Config(**built)
 
 

@@ -36,6 +36,7 @@ class Reason(StrEnum):
     PURGED = "purged"                  # takedown
     TRAP = "trap"                      # a crawler-trap rule (detail names the rule)
     SOFT404 = "soft404"                # 200 answer that is the host's "not found" page
+    QUOTA = "quota"                    # every consumer that asked for it is over its quota
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ from courtly.core.urls import (
 )
 from courtly.runtime.admission import Admission
 from courtly.runtime.bloom import BloomWatch
+from courtly.runtime.consumers import Consumers
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
@@ -151,6 +152,7 @@ class Crawler(LeaseRequests):
         self.overflow = Overflow(self)
         self.takedowns = Takedowns(self)
         self.complaints = Complaints(self)   # open abuse complaints slow their keys
+        self.consumers = Consumers(self)     # [[consumers]]; wiring attaches their store
         self.renders = None     # runtime/render.PageRenders when [render] is on (set by runtime/wiring)
         self.dns_ahead = DnsAhead(resolver)
         self.bans = BanWatch(BanConfig(run_403=p.ban_403_run, run_same_body=p.ban_same_body_run))
@@ -208,6 +210,7 @@ class Crawler(LeaseRequests):
                 self._attempts[url] = attempts
             self._queue(item, now, stored=True)
             n += 1
+        self.consumers.poll(now)
         return n
 
     def _load_crawl_id(self) -> None:
@@ -424,7 +427,9 @@ class Crawler(LeaseRequests):
             self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
             self.store.apply(batch)
             self.admission.committed()
+            self.consumers.committed(batch)   # after the WARC flush: streams name written bytes
             self.bloom_watch.after_commit()   # the store now holds every URL the filter does
+        self.consumers.poll(now)    # new submissions, like purges, at every commit
         self.monitor.save()         # after the WARC flush: a change event never names unwritten bytes
         self.monitor.poll(now)
         self.overflow.refill(now)   # the store now holds every queued URL decided so far
@@ -477,7 +482,7 @@ class Crawler(LeaseRequests):
 
     async def _run_lease(self, lease: Lease) -> None:
         key = lease.key
-        remaining = list(lease.items)
+        remaining = self.consumers.order(key, list(lease.items))
         lost = False
         try:
             while remaining and not self._stopping:
@@ -562,6 +567,10 @@ class Crawler(LeaseRequests):
                 return "lost"
             if self._turn_far_off(item.key):
                 return "retry-later"
+        quota = self.consumers.before_fetch(item, self.clock.now())   # charges its consumers within quota
+        if quota:
+            self.decide(item.url, item.key, item.via, Reason.QUOTA, quota, self.clock.now(), item.depth)
+            return "done"
         headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
         try:
             result = await self._request(item.url, item.key, ip, lease, headers)
@@ -570,13 +579,15 @@ class Crawler(LeaseRequests):
             return "done"
         if result is None:
             return "lost"
+        self.consumers.answered(item.url, result)
         return await self.results.handle(item, result)
 
     def _batch_for(self, key: str) -> int:
         """How many of the key's URLs a lease takes: one when the key's delay
         will hand it back after its first request (see LEASE_HOLD_S), else
         the batch; the rest stay queued instead of going out and back."""
-        return 1 if self.politeness.key(key).delay_s > LEASE_HOLD_S else self.cfg.crawl.batch_max
+        n = 1 if self.politeness.key(key).delay_s > LEASE_HOLD_S else self.cfg.crawl.batch_max
+        return self.consumers.lease_size(n)
 
     def _turn_far_off(self, key: str) -> bool:
         """The key's next request must wait more than LEASE_HOLD_S: the lease

@@ -306,6 +306,7 @@ class CrawlObserver:
             "budget_left_pages": c.budget_left(),
             "render": c.renders.snapshot() if c.renders is not None else None,
             "monitor": c.monitor.snapshot(),
+            "consumers": c.consumers.metrics() if c.consumers.enabled else None,
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:

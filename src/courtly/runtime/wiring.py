@@ -302,6 +302,12 @@ async def run_crawl(
         crawler.renders = page_renders(cfg, crawler, ChromiumRenderer.from_config(
             cfg.render, clock=clock, user_agent=cfg.crawl.agent()))
     monitor = _attach_monitor(crawler, out, clock) if cfg.crawl.intent == "monitor" else None
+    consumer_store = None
+    if cfg.consumers:   # runtime/consumers: submissions, streams, chargeback
+        from courtly.shell.store.consumers_sqlite import SqliteConsumerStore
+
+        consumer_store = SqliteConsumerStore(out / "crawl.db")
+        crawler.consumers.attach(consumer_store, out, clock.now())
     try:
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
@@ -332,6 +338,8 @@ async def run_crawl(
         if monitor is not None:
             monitor[1].close()
             monitor[0].close()
+        if consumer_store is not None:
+            consumer_store.close()
         await fetcher.close()
         await extractor.close()
         try:
@@ -370,6 +378,8 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
                 from courtly.shell.watch_api import WatchApi
 
                 api = WatchApi(crawler.monitor.store, cfg.monitor.api_token, crawler.clock.now)
+            if cfg.consumers:   # submissions over HTTP (shell/consumer_api), beside the watch API if any
+                api = _with_consumer_api(api, crawler, out)
             servers.append(status_server(crawler, status, watch_api=api))
 
     try:
@@ -378,6 +388,18 @@ async def crawl_with_progress(cfg: Config, out: Path, seeds: Iterable[str], prog
         progress.close()
         for server in servers:
             await server.stop()
+
+
+def _with_consumer_api(api, crawler: Crawler, out: Path):
+    from courtly.runtime.consumer_report import submit
+    from courtly.shell.consumer_api import ConsumerApi, RouteSet
+
+    cfg = crawler.cfg
+
+    def record(name: str, urls: list[str], priority: int | None, intent: str) -> dict:
+        return submit(out, cfg, name, urls, priority=priority, intent=intent, now=crawler.clock.now())
+
+    return RouteSet(api, ConsumerApi({c.name: c.token for c in cfg.consumers}, record, crawler.consumers.metrics))
 
 
 def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None, watch_api=None):

@@ -162,6 +162,21 @@ METRICS: tuple[MetricDef, ...] = (
     _m("monitor_changes_total", "counter", "Real changes detected (change events).", (), "monitor.changes"),
     _m("monitor_webhook_deliveries_total", "counter", "Webhook deliveries by outcome (delivered, dead).",
        ("outcome",), "monitor.webhook"),
+    # [[consumers]] (runtime/consumers); absent without consumers
+    _m("consumer_fetches_total", "counter", "Requests delivered to each consumer (shared ones to each).",
+       ("consumer",), "consumers.fetches"),
+    _m("consumer_bytes_total", "counter", "Body bytes of the requests delivered to each consumer.",
+       ("consumer",), "consumers.bytes"),
+    _m("consumer_shared_fetches_total", "counter", "Deliveries of requests made for several consumers "
+       "(or delivered from an earlier fetch).", ("consumer",), "consumers.shared"),
+    _m("consumer_quota_denied_total", "counter", "Requests a consumer wanted and its quota or host share "
+       "refused.", ("consumer",), "consumers.denied"),
+    _m("consumer_billed_fetches_total", "counter", "Requests billed to each consumer (1/n of a request made "
+       "for n consumers).", ("consumer",), "consumers.charged"),
+    _m("consumer_quota_used_ratio", "gauge", "Share of its fetches_per_day a consumer has used today "
+       "(absent for a consumer without a quota).", ("consumer",), "consumers.quota_used"),
+    _m("consumer_cost_total", "counter", "Billed requests times the consumer's price_per_million / 1e6.",
+       ("consumer",), "consumers.cost"),
 )
 
 

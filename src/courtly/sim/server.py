@@ -56,8 +56,9 @@ class SimWebServer:
     """
 
     def __init__(self, config: SimWebConfig | SimWeb, log_path: str | Path | None = None, *,
-                 port: int = 0, keep_records: bool = False, bait: bool = True) -> None:
+                 port: int = 0, keep_records: bool = False, bait: bool = True, regions=None) -> None:
         self.web = config if isinstance(config, SimWeb) else SimWeb(config)
+        self.regions = regions   # sim/region.RegionWeb: per-region latency and geo-blocking (None: one region)
         self.config = self.web.config
         self.requested_port = port
         self.port = 0
@@ -165,6 +166,8 @@ class SimWebServer:
                       headers, self.port)
         assert self._state is not None
         reply = route(self.web, self._state, req, arrived_at)
+        if self.regions is not None and peer:
+            reply = self.regions.adjust(req.host, peer[0], reply)
         played = _Played()
         resp: web.StreamResponse | None = None
         task = asyncio.current_task()

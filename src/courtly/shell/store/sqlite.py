@@ -153,7 +153,8 @@ def connect_wal(path: Path) -> sqlite3.Connection:
 # too); one is enough, so folders of every schema shape are recognised.
 _OWN_COLUMNS = {"urls": {"url", "key", "state", "via", "depth"}, "meta": {"k", "v"},
                 "digests": {"digest", "url", "record_id"},
-                "watches": {"id", "url", "spec", "paused", "removed"}}   # `courtly watch add` before a crawl
+                "watches": {"id", "url", "spec", "paused", "removed"},   # `courtly watch add` before a crawl
+                "consumer_submissions": {"consumer", "url", "priority", "intent"}}   # `courtly submit --consumer`
 
 
 def refuse_foreign(path: Path) -> None:
@@ -182,6 +183,16 @@ def refuse_foreign(path: Path) -> None:
     if tables and not ours:
         raise StoreError(f"{path} is an SQLite database of another program (tables "
                          f"{', '.join(sorted(tables)[:5])}), not a courtly crawl: use another --out")
+
+
+def connect_schema(path: Path, schema: str, what: str) -> sqlite3.Connection:
+    """`connect_wal(path)` with `schema` made; StoreError naming `what` if it fails."""
+    try:
+        db = connect_wal(path)
+        db.executescript(schema)
+        return db
+    except (sqlite3.Error, OSError) as e:
+        raise StoreError(f"cannot open {what} in {path}: {e}") from e
 
 
 class SqliteStore:

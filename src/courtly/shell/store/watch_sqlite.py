@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from courtly.core.watch import ChangeEvent, Watch, WatchState
-from courtly.shell.store.sqlite import StoreError, connect_wal
+from courtly.shell.store.sqlite import StoreError, connect_schema
 
 __all__ = ["SqliteWatchStore", "ChangeRow", "StoreError", "Delivery", "WATCHES_MAX", "watch_of", "change_row",
            "with_id", "CHANGES_LIMIT_MAX", "DELIVERY_STATES"]
@@ -95,11 +95,7 @@ class ChangeRow(NamedTuple):
 class SqliteWatchStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        try:
-            self._db = connect_wal(self.path)
-            self._db.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"cannot open watch list in {self.path}: {e}") from e
+        self._db = connect_schema(self.path, _SCHEMA, "watch list")
 
     def close(self) -> None:
         self._db.close()
