@@ -115,6 +115,7 @@ class RecrawlScheduler:
         self._solved_at = -math.inf
         self._last_plan_at: float | None = None
         self._carry = 0.0
+        self._reserved = 0          # discovery floor held back by the last plan
         self._replace_carry = 0.0
         self._rate_ewma: float | None = None
         self._stats: dict[tuple[int, int], list[int]] = {}
@@ -256,13 +257,21 @@ class RecrawlScheduler:
 
     # ---- planning -----------------------------------------------------------------
 
-    def plan(self, now: float, *, discovery_pending: int = 0, list_denied: bool = False) -> RecrawlPlan:
+    def plan(self, now: float, *, discovery_pending: int = 0, discovery_spent: int | None = None,
+             list_denied: bool = False) -> RecrawlPlan:
         """Grant the recrawl fetches for the period starting at `now`.
 
         Due URLs are granted forced/hinted first, then earliest-due first, up
         to the period's recrawl budget; what is due and left waits (counted as
         `late` when finally granted). Budget left over pulls the next-due URLs
-        forward. A URL inside its minimum interval is never granted."""
+        forward. A URL inside its minimum interval is never granted.
+
+        `daily_budget` covers discovery and recrawl together. The floor
+        held back for discovery is an advance; with `discovery_spent`
+        (discovery fetches since the last plan) the advance is settled: what
+        discovery spent beyond it is charged to this period's recrawls, what
+        it left unused flows back to them. None: discovery is not counted
+        (the floor is held back, never settled)."""
         p = self.policy
         self._roll_day(now)
         elapsed = p.period_s if self._last_plan_at is None else min(max(now - self._last_plan_at, 0.0),
@@ -272,7 +281,11 @@ class RecrawlScheduler:
         budget = int(total)
         self._carry = total - budget
         reserved = min(discovery_pending, math.ceil(p.discovery_floor * budget), budget)
-        recrawl = min(budget - reserved, int(p.recrawl_share_max * budget + 1e-9))
+        spent = max(discovery_spent or 0, 0)
+        charge = 0 if discovery_spent is None else spent - self._reserved   # < 0: the advance left unused
+        self._reserved = reserved
+        flowed = max(0, -charge)
+        recrawl = max(0, min(budget - reserved - charge, int(p.recrawl_share_max * budget + 1e-9) + flowed))
         if p.recrawl_share_max == 0.0:
             return RecrawlPlan(now, (), budget, 0, budget, 0, 0, 0, 0, 0.0)
         self._track_rate(recrawl, elapsed, now)
@@ -310,7 +323,7 @@ class RecrawlScheduler:
         denied = self._waiting(now, horizon) if list_denied and waiting else ()
         urls = tuple([e.url for e in granted])
         return RecrawlPlan(now, urls, budget, recrawl, budget - len(urls), forced, hinted,
-                           len(granted) - due_count, late, backlog_s, denied)
+                           len(granted) - due_count, late, backlog_s, denied, spent, flowed)
 
     def _take(self, queue: _DueQueue, now: float, horizon: float, budget: int, granted: list[_Entry],
               skipped: list[_Entry], scan_max: int | None = None) -> None:

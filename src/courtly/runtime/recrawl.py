@@ -8,7 +8,10 @@ How it works: every fetched page is tracked (tier from its depth: seeds and
 their links are the top tiers). Each answer updates its history (content
 hash, ETag, Last-Modified; a 304 is "unchanged") and so its estimated change
 rate. Every `period_s` the scheduler grants the URLs worth refetching within
-the daily budget (keeping the discovery floor free when discovery has work);
+the daily budget, which covers discovery too: the discovery fetches answered
+since the last plan are charged to it first (any answer to a URL that was not
+a granted recrawl is discovery), the discovery floor is kept free when
+discovery has work, and what the floor held back unused flows back;
 they enter the frontier as `recrawl` items, which politeness treats like any
 other, and are fetched with If-None-Match / If-Modified-Since. Sitemap and
 feed entries newer than a URL's last fetch make it due early.
@@ -70,6 +73,10 @@ class Recrawl:
         self._depth: dict[str, int] = {}
         self.granted = 0
         self.hinted = 0
+        self._outstanding: set[str] = set()   # granted recrawls not answered yet (bounded by the grants)
+        self.discovery_fetched = 0            # answers to URLs that were not granted recrawls, in all
+        self._discovery_since_plan = 0
+        self.last_plan = None                 # the scheduler's last RecrawlPlan (for the report)
 
     # ---- persistence ----------------------------------------------------------
 
@@ -119,6 +126,11 @@ class Recrawl:
         """Record an answer (2xx, 304, 404/410...); returns "changed"."""
         if not self.enabled:
             return False
+        if url in self._outstanding:
+            self._outstanding.discard(url)
+        else:
+            self.discovery_fetched += 1
+            self._discovery_since_plan += 1
         s = self.scheduler
         tier = self.tier_of(depth)
         if url not in s:
@@ -136,11 +148,13 @@ class Recrawl:
             self.opic.fetched(url, out_links)
 
     def failed(self, url: str, now: float) -> None:
+        self._outstanding.discard(url)
         if self.enabled and url in self.scheduler:
             self.scheduler.record_failure(url, now)
 
     def released(self, url: str, now: float) -> None:
         """A granted recrawl that was not fetched (robots, trap rule, ...)."""
+        self._outstanding.discard(url)
         if self.enabled and url in self.scheduler:
             self.scheduler.release(url, now)
 
@@ -152,7 +166,11 @@ class Recrawl:
     def plan(self, now: float, discovery_pending: int) -> list[tuple[str, int]]:
         """(url, depth) of the recrawls granted for the next period."""
         self.next_plan_at = now + self.period_s
-        plan = self.scheduler.plan(now, discovery_pending=discovery_pending)
+        plan = self.scheduler.plan(now, discovery_pending=discovery_pending,
+                                   discovery_spent=self._discovery_since_plan)
+        self._discovery_since_plan = 0
+        self._outstanding.update(plan.urls)
+        self.last_plan = plan
         self.granted += len(plan.urls)
         return [(u, self._depth.get(u, 0)) for u in plan.urls]
 
