@@ -87,6 +87,10 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rule", help="resolve only this rule's suspicion")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    dp = sub.add_parser("dups", help="near-duplicate clusters and exact duplicates of a crawl")
+    dp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    dp.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+
     pg = sub.add_parser("purge", parents=[logs],
                         help="take down a domain, host or URL prefix: dropped from the frontier, never "
                              "fetched again, left out of every export (works while a crawl runs)")
@@ -237,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_review(args)
         if args.command == "purge":
             return _cmd_purge(args)
+        if args.command == "dups":
+            from courtly.runtime.dups import dups
+
+            print(dups(Path(args.out), as_json=args.format == "json"))
+            return 0
         if args.command == "export":
             return _cmd_export(args)
         if args.command == "worker":

@@ -168,6 +168,7 @@ class BudgetDefence:
         if near_dup:
             self.counts["near_dup"] += 1
             batch.flags.append((url, now, "near_dup", canonical_doc))
+            batch.flags.append((url, now, "rel_canonical", canonical or ""))   # for courtly dups
             return PageJudgement(near_dup_of=canonical_doc)
         return PageJudgement()
 

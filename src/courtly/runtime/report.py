@@ -27,6 +27,9 @@ def _open(out: Path) -> SqliteStore:
     return SqliteStore(db)
 
 
+open_store = _open   # for the other views (runtime/dups.py)
+
+
 def _when(at: float | None) -> str:
     if at is None:
         return "-"
@@ -100,7 +103,8 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
                      f"  ip {f['ip'] or '-'}{warc}")
     for at, flag, detail in flags:
         what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
-                "soft404": "soft-404 (the error page of)"}.get(flag, flag)
+                "soft404": "soft-404 (the error page of)",
+                "rel_canonical": "declared rel=canonical (none if empty):"}.get(flag, flag)
         lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")

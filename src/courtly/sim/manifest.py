@@ -143,6 +143,7 @@ def _host_paths(web: SimWeb, name: str, port: int) -> dict[str, Any]:
             dups.append({"path": f"/dup/{k}.html", "of": lay.path_of(k), "kind": "exact"})
             for v in NEAR_VARIANTS:
                 dups.append({"path": f"/near/{k}-{v}.html", "of": lay.path_of(k), "kind": "near", "differs_by": v})
+            dups.append({"path": f"/related/{k}.html", "of": lay.path_of(k), "kind": "related"})
         out["duplicates"] = dups
     if spec.has("redirects"):
         chains = []

@@ -37,7 +37,7 @@ BEHAVIOURS: dict[str, str] = {
     "trap_filters": "/catalog?facet=value&... endless filter combinations (tag trap_filters)",
     "trap_repeat": "/repeat/a/ links relative a/ and b/: repeated path segments (tag trap_repeat)",
     "trap_deep": "/deep/1/ links 2/, 3/, ...: ever-deeper paths (tag trap_deep)",
-    "duplicates": "/dup/K.html is a byte-identical copy of article K; /near/K-{ad,ts,nav}.html a near copy",
+    "duplicates": "/dup/K.html is a byte-identical copy of article K; /near/K-{ad,ts,nav}.html a near copy; /related/K.html shares every other paragraph with K (not a duplicate)",
     "redirects": "/go/S/C/I: redirect chains of 1-6 hops (some cross-host); /loop/S/I: a redirect loop",
     "hostile_bodies": "/hostile/<name>: bombs, endless/dripping bodies, huge headers, deep nesting, bad encodings",
     "ssrf_bait": "links and redirects (/bait/N) to metadata, private, loopback and alias addresses",
