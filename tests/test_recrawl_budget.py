@@ -60,3 +60,42 @@ def test_the_discovery_floor_left_unused_flows_back_to_recrawls():
     second = r.plan(2 * PERIOD_S, discovery_pending=0)   # discovery fetched nothing of its floor
     assert r.last_plan.flowed_back == 60
     assert len(second) == PER_PERIOD + 60
+
+
+def test_each_period_is_kept_with_what_was_granted_spent_left_and_why():
+    r = _recrawl()
+    r.plan(0.0, discovery_pending=1000)
+    _answer(r, [f"http://site.test/p{i}" for i in range(100)], 1.0)
+    r.plan(PERIOD_S, discovery_pending=0)
+    first, second = r.periods
+    assert (first["budget"], first["granted"], first["discovery_spent"]) == (PER_PERIOD, 0, 0)
+    assert first["left"] == PER_PERIOD and first["why"].startswith("nothing due")
+    assert (second["discovery_spent"], second["granted"], second["flowed_back"]) == (100, 100, 0)
+    assert second["left"] == PER_PERIOD - 200 and second["why"].startswith("nothing due")
+
+
+def test_periods_are_in_courtly_report_and_the_metrics(tmp_path):
+    from courtly.ports import Batch
+    from courtly.runtime.observe import _period_parts
+    from courtly.runtime.report import daily_report
+    from courtly.shell.metrics import families
+    from courtly.shell.store.sqlite import SqliteStore
+
+    r = _recrawl()
+    r.plan(0.0, discovery_pending=1000)
+    _answer(r, [f"http://site.test/p{i}" for i in range(100)], 1.0)
+    r.plan(PERIOD_S, discovery_pending=0)
+    batch = Batch()
+    r.save(batch)
+    store = SqliteStore(tmp_path / "crawl.db")
+    store.apply(batch)
+    store.close()
+    text = daily_report(tmp_path)
+    assert "recrawl budget, last 2 of 2 periods kept" in text
+    row = next(line for line in text.splitlines() if line.strip().endswith("nothing due: every known page is "
+                                                                            "inside its minimum interval or "
+                                                                            "fresh enough") and " 100 " in line)
+    assert row.split()[2:7] == ["300", "100", "100", "0", "100"]
+    (fam,) = [f for f in families({"recrawl_period": _period_parts(r)}) if f.name == "courtly_recrawl_period_fetches"]
+    assert {s.labels["part"]: s.value for s in fam.samples} == {
+        "budget": 300, "discovery": 100, "recrawls": 100, "flowed_back": 0, "left": 100}

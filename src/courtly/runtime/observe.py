@@ -266,6 +266,7 @@ class CrawlObserver:
             "freshness_age_s": self._memo.get("freshness", lambda: self._freshness(now)),
             "frontier_disk_bytes": self._disk_bytes(),
             "budget_left_pages": c.budget_left(),
+            "recrawl_period": _period_parts(getattr(c, "recrawl", None)),
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:
@@ -441,3 +442,13 @@ def _hit_ratio(resolver) -> float:
     stats = getattr(resolver, "stats", None)
     ratio = getattr(stats, "hit_ratio", None)
     return float(ratio) if isinstance(ratio, (int, float)) else 0.0
+
+
+def _period_parts(recrawl) -> dict | None:
+    """The last recrawl period's budget by part (None before the first plan)."""
+    rows = getattr(recrawl, "periods", None)
+    if not rows:
+        return None
+    p = rows[-1]
+    return {"budget": p["budget"], "discovery": p["discovery_spent"], "recrawls": p["granted"],
+            "flowed_back": p["flowed_back"], "left": p["left"]}

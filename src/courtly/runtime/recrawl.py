@@ -29,10 +29,29 @@ from courtly.core.importance import Opic
 from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
 from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
 
-__all__ = ["Recrawl", "history_to_json", "history_from_json", "XML_TYPES"]
+__all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT"]
 
 XML_TYPES = ("application/xml", "text/xml", "application/rss+xml", "application/atom+xml",
              "application/x-gzip", "application/gzip")
+PERIODS_KEPT = 288   # per-period budget rows kept for `courtly report` (a day of 5-minute periods)
+
+
+def period_row(plan) -> dict:
+    """One period of the budget (a `RecrawlPlan`): granted, spent, left, and why
+    any was left. `left` is the period's budget that neither the discovery
+    fetches charged to it nor the recrawls granted took."""
+    granted = len(plan.urls)
+    left = max(0, plan.budget - plan.discovery_spent - granted)
+    if plan.backlog_s > 0:
+        why = "budget: due recrawls left waiting"
+    elif left and plan.recrawl_budget > granted:
+        why = "nothing due: every known page is inside its minimum interval or fresh enough"
+    elif left:
+        why = "discovery floor held back"
+    else:
+        why = "all spent"
+    return {"at": plan.at, "budget": plan.budget, "recrawl_budget": plan.recrawl_budget, "granted": granted,
+            "discovery_spent": plan.discovery_spent, "flowed_back": plan.flowed_back, "left": left, "why": why}
 
 
 def history_to_json(h: ChangeHistory) -> str:
@@ -76,7 +95,8 @@ class Recrawl:
         self._outstanding: set[str] = set()   # granted recrawls not answered yet (bounded by the grants)
         self.discovery_fetched = 0            # answers to URLs that were not granted recrawls, in all
         self._discovery_since_plan = 0
-        self.last_plan = None                 # the scheduler's last RecrawlPlan (for the report)
+        self.last_plan = None                 # the scheduler's last RecrawlPlan
+        self.periods: deque[dict] = deque(maxlen=PERIODS_KEPT)   # `period_row`s, oldest first
 
     # ---- persistence ----------------------------------------------------------
 
@@ -89,10 +109,13 @@ class Recrawl:
             self._depth[url] = depth
         report = store.get_meta("recrawl_report")
         self._saved_report = json.loads(report) if report else []
+        periods = store.get_meta("recrawl_periods")
+        self.periods.extend(json.loads(periods) if periods else [])
 
     def save(self, batch) -> None:
         if self.enabled:
             batch.meta["recrawl_report"] = json.dumps(self.report_rows())
+            batch.meta["recrawl_periods"] = json.dumps(list(self.periods))
 
     def report_rows(self) -> list[dict]:
         if not self.enabled:
@@ -171,6 +194,7 @@ class Recrawl:
         self._discovery_since_plan = 0
         self._outstanding.update(plan.urls)
         self.last_plan = plan
+        self.periods.append(period_row(plan))
         self.granted += len(plan.urls)
         return [(u, self._depth.get(u, 0)) for u in plan.urls]
 

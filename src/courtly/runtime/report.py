@@ -204,6 +204,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     try:
         raw = store.get_meta("recrawl_report")
         tiers = json.loads(raw) if raw else []
+        raw = store.get_meta("recrawl_periods")
+        periods = json.loads(raw) if raw else []
         by_day = store.fetches_by_day()
         counts = store.counts()
         now = time.time()
@@ -215,8 +217,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
         store.close()
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
-    data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
-            "not_fetched": counts["reasons"]}
+    data = {"tiers": tiers, "periods": periods, "fetches": fetch_rows,
+            "throttled_hosts": [k for k, _ in throttled], "not_fetched": counts["reasons"]}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
@@ -231,11 +233,25 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
                          f"{_age(t['age_p50_s']):>9} {_age(t['age_p90_s']):>9}")
     else:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
+    lines += _period_lines(periods)
     lines.append(f"hosts throttled by politeness (429/503 back-off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
     lines.append("top reasons URLs were not fetched")
     lines += [f"  {k:<20} {v}" for k, v in list(counts["reasons"].items())[:10]] or ["  (none)"]
     return "\n".join(lines)
+
+
+def _period_lines(periods: list[dict], shown: int = 12) -> list[str]:
+    """The fetch budget of the last `shown` recrawl periods: granted, spent, left, why."""
+    if not periods:
+        return []
+    lines = [f"recrawl budget, last {min(shown, len(periods))} of {len(periods)} periods kept",
+             f"  {'period start':<24} {'budget':>6} {'discovery':>9} {'recrawls':>8} {'flowed back':>11} "
+             f"{'left':>5}  why"]
+    for p in periods[-shown:]:
+        lines.append(f"  {_when(p['at']):<24} {p['budget']:>6} {p['discovery_spent']:>9} {p['granted']:>8} "
+                     f"{p['flowed_back']:>11} {p['left']:>5}  {p['why']}")
+    return lines
 
 
 def _day(day: int) -> str:
