@@ -28,8 +28,10 @@ period-wide buckets, sorted when reached, so it pops in a heap's order for the
 cost of an append and a short sort. `plan(now)` grants what is due
 within the period up to its recrawl budget (after the discovery floor); what
 is left waits and is counted `late` when granted; leftover budget pulls the
-next-due URLs forward; nothing is granted inside a URL's minimum interval.
-mu is solved on a sample every `rebalance_s` (`budget_multiplier`) so the
+next-due URLs forward, the ones parked at their tier's max age too; nothing
+is granted inside a URL's minimum interval. mu is solved on a sample every
+`rebalance_s` (every period while the scheduler is young, then at a quarter
+of its age, up to `rebalance_s`) (`budget_multiplier`) so the
 planned rate is the budget less a `headroom` (kept for pulling forward);
 when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
 parked at their max age come back as soon as mu falls below their revival
@@ -113,6 +115,7 @@ class RecrawlScheduler:
         self._mu: float | None = None
         self._placed_mu: float | None = None          # mu when the whole queue was last placed
         self._solved_at = -math.inf
+        self._first_plan_at: float | None = None
         self._last_plan_at: float | None = None
         self._carry = 0.0
         self._reserved = 0          # discovery floor held back by the last plan
@@ -277,6 +280,8 @@ class RecrawlScheduler:
         elapsed = p.period_s if self._last_plan_at is None else min(max(now - self._last_plan_at, 0.0),
                                                                   2.0 * p.period_s)
         self._last_plan_at = now
+        if self._first_plan_at is None:
+            self._first_plan_at = now
         total = p.daily_budget * elapsed / DAY_S + self._carry
         budget = int(total)
         self._carry = total - budget
@@ -297,6 +302,8 @@ class RecrawlScheduler:
         self._take(self._queue, now, horizon, recrawl, granted, skipped)
         due_count = len(granted)
         self._take(self._queue, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
+        if len(granted) < recrawl:   # budget still left: parked URLs (at their max age) come forward too
+            self._take(self._urgent, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
         for e in skipped:
             self._push(e, e.due_at)
         forced = hinted = late = 0
@@ -468,7 +475,12 @@ class RecrawlScheduler:
             self._rate_ewma = r
         else:
             self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / DAY_S)
-        if now - self._solved_at >= self.policy.rebalance_s:
+        # a young scheduler re-solves as soon as it has learned something (every period at
+        # first, then at a quarter of its age), so a cold start spends its budget from the
+        # first rates it observes, not from the default prior for `rebalance_s`
+        first = self._first_plan_at if self._first_plan_at is not None else now
+        every = min(self.policy.rebalance_s, max(self.policy.period_s, 0.25 * (now - first)))
+        if now - self._solved_at >= every:
             self._rebalance(now)
 
     def _rebalance(self, now: float) -> None:
