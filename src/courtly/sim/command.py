@@ -85,6 +85,9 @@ def _serve_parser() -> argparse.ArgumentParser:
                    help=f"base Poisson change rate of pages (default: {d.change_rate_per_s:.3g})")
     p.add_argument("--special-share", type=float, help="share of hosts with a special behaviour "
                                                        f"(default: the profile's; demo: {d.special_share:g})")
+    p.add_argument("--wild", help="also serve these sim/wildtrap sites (comma-separated kinds, or 'all': "
+                                  "wild_calendar, wild_facets, wild_pagination, wild_session, wild_farm, "
+                                  "wild_deep), each on <kind with dashes>.test (default: none)")
     return p
 
 
@@ -135,7 +138,15 @@ def _config(args: argparse.Namespace):
         args.profile, seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host, ips=args.ips,
         latency_s=args.latency_s, retry_after_s=args.retry_after_s, throttle_requests=args.throttle_requests,
         robots_hang_s=args.robots_hang_s, change_rate_per_s=args.change_rate_per_s,
-        special_share=args.special_share)
+        special_share=args.special_share, wild=_wild_kinds(args.wild))
+
+
+def _wild_kinds(text: str | None) -> tuple[str, ...] | None:
+    from courtly.sim.wildtrap import WILD_KINDS
+
+    if not text:
+        return None
+    return WILD_KINDS if text == "all" else tuple(k.strip() for k in text.split(",") if k.strip())
 
 
 async def _serve(args: argparse.Namespace) -> int:

@@ -216,6 +216,7 @@ def build_manifest(web: SimWeb, port: int, started_at: float) -> dict[str, Any]:
         "hosts": hosts,
         "behaviours": by_behaviour,
         "robots_variants": by_robots,
+        "wild": {domain: site.kind for domain, site in web.wild.sites.items()},
         "ssrf_bait": {"names": list(web.bait_names), "ip": BAIT_IP, "links": bait_urls(port),
                       "redirect_locations": bait_redirects(port)},
         "rules": {

@@ -112,6 +112,8 @@ class SimWebConfig:
     # legit_deep hosts (taken from the plain hosts; none by default) and their articles each
     deep_hosts: int = 0
     deep_pages: int = 3000
+    # sim/wildtrap sites served beside the model's hosts (sim/wildweb), by kind
+    wild: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -130,10 +132,16 @@ class SimWebConfig:
             raise ValueError("deep_hosts must be in 0..hosts")
         if not 1000 <= self.deep_pages <= 100_000:
             raise ValueError("deep_pages must be in 1000..100000")
+        from courtly.sim.wildtrap import WILD_KINDS
+
+        unknown = sorted(set(self.wild) - set(WILD_KINDS))
+        if unknown:
+            raise ValueError(f"unknown wild site kind(s) {unknown}; known: {', '.join(WILD_KINDS)}")
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         out["crawl_delays_s"] = list(self.crawl_delays_s)
+        out["wild"] = list(self.wild)
         return out
 
     @classmethod
@@ -143,8 +151,9 @@ class SimWebConfig:
         if unknown:
             raise ValueError(f"unknown SimWebConfig keys: {sorted(unknown)}")
         kwargs = dict(data)
-        if "crawl_delays_s" in kwargs:
-            kwargs["crawl_delays_s"] = tuple(kwargs["crawl_delays_s"])  # type: ignore[arg-type]
+        for name in ("crawl_delays_s", "wild"):
+            if name in kwargs:
+                kwargs[name] = tuple(kwargs[name])  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]
 
 

@@ -22,7 +22,7 @@ Kinds
 * ``wild_session``: ``/s/<20-character session id>/item/N.html``: 8 items,
   every page links five of them under a fresh session id.
 * ``wild_farm``: ``/`` of ``<minted>.<domain>``: every host's page is the
-  same spun text and links six freshly minted host names.
+  same spun text and links six other minted host names (of `FARM_HOSTS`).
 * ``wild_deep`` (not a trap): 3,000 articles ``/YYYY/MM/DD/<slug>-N.html``,
   ``/news?page=N`` (200 pages), a category tree 4 levels deep
   (``/c/<a>/<b>/<c>/<d>/``, 256 leaves) whose leaves list articles, and
@@ -40,11 +40,12 @@ from dataclasses import dataclass
 
 from courtly.sim.hashing import h
 
-__all__ = ["WILD_KINDS", "WILD_TRAPS", "WildPage", "WildSite", "REAL_PAGES"]
+__all__ = ["WILD_KINDS", "WILD_TRAPS", "WildPage", "WildSite", "REAL_PAGES", "FARM_HOSTS"]
 
 WILD_TRAPS = ("wild_calendar", "wild_facets", "wild_pagination", "wild_session", "wild_farm")
 WILD_KINDS = WILD_TRAPS + ("wild_deep",)
 REAL_PAGES = 30
+FARM_HOSTS = 2000    # the farm mints its names from this many (a name resolver must know them)
 _DEEP_ARTICLES = 3000
 _NEWS_PAGE = 15
 _TREE = (("garden", "kitchen", "tools", "outdoor"), ("chairs", "tables", "lamps", "rugs"),
@@ -80,33 +81,39 @@ class WildSite:
         r = random.Random(h(seed, "wild-words"))
         self.words = tuple(sorted({"".join(r.choice("bcdfghklmnprstvz") + r.choice("aeiou")
                                             for _ in range(r.randint(2, 4))) for _ in range(2000)}))
+        self._farm_names: tuple[str, ...] | None = None
 
     @property
     def entry(self) -> str:
         """The path the home page links into the trap (or the real site's first index)."""
+        return self.entry_at(None)
+
+    def entry_at(self, port: int | None) -> str:
+        """`entry`, with `port` in the farm's absolute URL (served over HTTP on a port)."""
         return {"wild_calendar": "/events?month=2025-12&view=month", "wild_facets": "/shop/search?sort=price",
                 "wild_pagination": "/list?page=1", "wild_session": "/s/" + "a1" * 10 + "/item/0.html",
-                "wild_farm": f"http://x{h(self.seed, 0) % 10**8:08d}q.{self.domain}/",
+                "wild_farm": f"http://{self.farm_names()[0]}.{self.domain}{_port(port)}/",
                 "wild_deep": "/news?page=1"}[self.kind]
 
     # ---------------------------------------------------------------- serving
 
-    def page(self, host: str, target: str) -> WildPage:
+    def page(self, host: str, target: str, port: int | None = None) -> WildPage:
+        """The answer for `target` on `host` (`port`: the one absolute links carry)."""
         path, _, query = target.partition("?")
         if self.kind == "wild_farm" and host != self.domain:
-            return self._farm(host) if host.endswith("." + self.domain) else _missing()
+            return self._farm(host, port) if host.endswith("." + self.domain) else _missing()
         if host != self.domain:
             return _missing()
         if path == "/" and not query:
-            return self._home()
+            return self._home(port)
         m = _RX_ARTICLE.match(path)
         if m and not query and int(m.group(1)) < REAL_PAGES:
             return self._article(f"article {m.group(1)}", self._real_links())
         handler = getattr(self, "_" + self.kind[5:])
         return handler(path, query)
 
-    def _home(self) -> WildPage:
-        links = [f"/article/{i}.html" for i in range(REAL_PAGES)] + [self.entry]
+    def _home(self, port: int | None) -> WildPage:
+        links = [f"/article/{i}.html" for i in range(REAL_PAGES)] + [self.entry_at(port)]
         if self.kind == "wild_deep":
             links += [f"/c/{a}/" for a in _TREE[0]] + ["/events?month=2025-06"]
         return self._render("home", self._text(("home", self.kind), 120), links, "page")
@@ -174,14 +181,29 @@ class WildSite:
         links = ["/"] + [f"/s/{_token(h(self.seed, sid, j))}/item/{(item + j) % 8}.html" for j in range(1, 6)]
         return self._render(f"item {item}", self._text(("shop-item", item), 200), links, "trap")
 
-    def _farm(self, host: str) -> WildPage:
+    def _farm(self, host: str, port: int | None) -> WildPage:
         label = host[: -len(self.domain) - 1]
+        names = self.farm_names()
+        if label not in names:
+            return _missing()
         r = random.Random(h(self.seed, "farm", label))
-        links = [f"http://{_token(r.getrandbits(64))}.{self.domain}/" for _ in range(6)]
+        links = [f"http://{names[r.randrange(FARM_HOSTS)]}.{self.domain}{_port(port)}/" for _ in range(6)]
         spun = self._text("farm", 200).split()
         for i in range(0, len(spun), 60):   # the spinner swaps a word here and there
             spun[i] = r.choice(self.words)
         return self._render(f"best deals {label}", " ".join(spun), links, "trap")
+
+    def farm_names(self) -> tuple[str, ...]:
+        """The labels the farm mints (below `domain`), first the entry's."""
+        cached = self._farm_names
+        if cached is None:
+            seen: dict[str, None] = {}
+            i = 0
+            while len(seen) < FARM_HOSTS:
+                seen.setdefault(_token(h(self.seed, "farm-name", i)), None)
+                i += 1
+            cached = self._farm_names = tuple(seen)
+        return cached
 
     # ---------------------------------------------------------------- the real deep site
 
@@ -203,6 +225,7 @@ class WildSite:
             y, mo = int(m.group(1)), int(m.group(2))
             prev, nxt = (y, mo - 1) if mo > 1 else (y - 1, 12), (y, mo + 1) if mo < 12 else (y + 1, 1)
             links = ["/"] + [f"/events?month={a:04d}-{b:02d}" for a, b in (prev, nxt) if 2001 <= a <= 2025]
+            links += [f"/events?month={year}-{mo:02d}" for year in range(2001, 2026, 4)]   # a year picker
             return self._render(f"events {q['month']}", self._text(("events", q["month"]), 150), links, "page")
         m = _RX_TREE.match(path)
         if m and not query:
@@ -242,6 +265,10 @@ class WildSite:
 
 def _missing() -> WildPage:
     return WildPage(404, "missing", b"<!DOCTYPE html><html><body><h1>Not Found</h1></body></html>\n")
+
+
+def _port(port: int | None) -> str:
+    return f":{port}" if port else ""
 
 
 def _params(query: str) -> dict[str, str]:
