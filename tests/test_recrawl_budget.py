@@ -99,3 +99,16 @@ def test_periods_are_in_courtly_report_and_the_metrics(tmp_path):
     (fam,) = [f for f in families({"recrawl_period": _period_parts(r)}) if f.name == "courtly_recrawl_period_fetches"]
     assert {s.labels["part"]: s.value for s in fam.samples} == {
         "budget": 300, "discovery": 100, "recrawls": 100, "flowed_back": 0, "left": 100}
+
+
+def test_a_cold_start_spends_its_budget_on_pages_it_knows_nothing_about():
+    # 100 pages fetched once, nothing known of their rates (the 1/day prior): they
+    # were parked at the tier's max age and left the budget unspent for hours
+    r = _recrawl()
+    r.plan(0.0, discovery_pending=0)
+    _answer(r, [f"http://site.test/p{i}" for i in range(100)], 1.0)
+    granted = [len(r.plan(PERIOD_S * k, discovery_pending=0)) for k in range(1, 4)]
+    assert granted[0] == 100                  # every page is past its 60 s minimum
+    _answer(r, [f"http://site.test/p{i}" for i in range(100)], PERIOD_S + 1.0)
+    assert r.plan(PERIOD_S * 4, discovery_pending=0) and r.periods[-1]["left"] < PER_PERIOD
+

@@ -27,9 +27,9 @@ hinted ones in a second queue served first); a queue is a calendar of
 period-wide buckets, sorted when reached, so it pops in a heap's order for the
 cost of an append and a short sort. `plan(now)` grants what is due
 within the period up to its recrawl budget (after the discovery floor); what
-is left waits and is counted `late` when granted; leftover budget pulls the
-next-due URLs forward, the ones parked at their tier's max age too; nothing
-is granted inside a URL's minimum interval. mu is solved on a sample every
+is left waits and is counted `late` when granted; leftover budget pulls
+URLs forward (of the next-due ones, parked ones too, those furthest through
+their interval first); nothing is granted inside a URL's minimum interval. mu is solved on a sample every
 `rebalance_s` (every period while the scheduler is young, then at a quarter
 of its age, up to `rebalance_s`) (`budget_multiplier`) so the
 planned rate is the budget less a `headroom` (kept for pulling forward);
@@ -301,9 +301,8 @@ class RecrawlScheduler:
         self._take(self._urgent, now, horizon, recrawl, granted, skipped)
         self._take(self._queue, now, horizon, recrawl, granted, skipped)
         due_count = len(granted)
-        self._take(self._queue, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
-        if len(granted) < recrawl:   # budget still left: parked URLs (at their max age) come forward too
-            self._take(self._urgent, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
+        if len(granted) < recrawl:
+            self._pull_ahead(now, recrawl - len(granted), granted, skipped)
         for e in skipped:
             self._push(e, e.due_at)
         forced = hinted = late = 0
@@ -355,6 +354,27 @@ class RecrawlScheduler:
                 else:
                     granted.append(e)
                 scanned += 1
+
+    def _pull_ahead(self, now: float, left: int, granted: list[_Entry], skipped: list[_Entry]) -> None:
+        """Spend `left` on URLs not due yet: of the next-due ones (parked ones too, at
+        most 4 x `left` + 16 of each queue), those furthest through their interval.
+        Earliest-due first would hand the budget to the pages with the shortest
+        intervals again and again; by share of the interval elapsed, every page
+        comes a little early, as if mu were lower for all."""
+        pool: list[tuple[float, int, _Entry]] = []
+        for queue in (self._queue, self._urgent):
+            for _, seq, tok, e in queue.pop_due(math.inf, 4 * left + 16):
+                if tok != e.token or e.state != _QUEUED:
+                    continue
+                last = e.history.last_fetched_at
+                if last is not None and last + e.min_interval_s > now:
+                    skipped.append(e)
+                    continue
+                span = e.due_at - last if last is not None else 0.0
+                pool.append((-(now - last) / span if span > 0 else -math.inf, seq, e))
+        pool.sort(key=lambda x: (x[0], x[1]))
+        granted.extend(e for _, _, e in pool[:left])
+        skipped.extend(e for _, _, e in pool[left:])
 
     def _waiting(self, now: float, horizon: float) -> tuple[Decision, ...]:
         """Decisions for (up to DENIED_LISTED_MAX of) the due URLs left waiting, oldest first."""
