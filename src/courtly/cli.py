@@ -143,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_review(args)
         if args.command == "purge":
             return _cmd_purge(args)
+        if args.command == "dups":
+            from courtly.runtime.dups import dups
+
+            print(dups(Path(args.out), as_json=args.format == "json"))
+            return 0
         if args.command == "export":
             return _cmd_export(args)
         if args.command == "abuse":

@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rule", help="resolve only this rule's suspicion")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    dp = sub.add_parser("dups", help="near-duplicate clusters and exact duplicates of a crawl")
+    dp.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    dp.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+
     pg = sub.add_parser("purge", parents=[logs],
                         help="take down a domain, host or URL prefix: dropped from the frontier, never "
                              "fetched again, left out of every export (works while a crawl runs)")

@@ -27,9 +27,11 @@ hinted ones in a second queue served first); a queue is a calendar of
 period-wide buckets, sorted when reached, so it pops in a heap's order for the
 cost of an append and a short sort. `plan(now)` grants what is due
 within the period up to its recrawl budget (after the discovery floor); what
-is left waits and is counted `late` when granted; leftover budget pulls the
-next-due URLs forward; nothing is granted inside a URL's minimum interval.
-mu is solved on a sample every `rebalance_s` (`budget_multiplier`) so the
+is left waits and is counted `late` when granted; leftover budget pulls
+URLs forward (of the next-due ones, parked ones too, those furthest through
+their interval first); nothing is granted inside a URL's minimum interval. mu is solved on a sample every
+`rebalance_s` (every period while the scheduler is young, then at a quarter
+of its age, up to `rebalance_s`) (`budget_multiplier`) so the
 planned rate is the budget less a `headroom` (kept for pulling forward);
 when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
 parked at their max age come back as soon as mu falls below their revival
@@ -113,8 +115,10 @@ class RecrawlScheduler:
         self._mu: float | None = None
         self._placed_mu: float | None = None          # mu when the whole queue was last placed
         self._solved_at = -math.inf
+        self._first_plan_at: float | None = None
         self._last_plan_at: float | None = None
         self._carry = 0.0
+        self._reserved = 0          # discovery floor held back by the last plan
         self._replace_carry = 0.0
         self._rate_ewma: float | None = None
         self._stats: dict[tuple[int, int], list[int]] = {}
@@ -256,23 +260,37 @@ class RecrawlScheduler:
 
     # ---- planning -----------------------------------------------------------------
 
-    def plan(self, now: float, *, discovery_pending: int = 0, list_denied: bool = False) -> RecrawlPlan:
+    def plan(self, now: float, *, discovery_pending: int = 0, discovery_spent: int | None = None,
+             list_denied: bool = False) -> RecrawlPlan:
         """Grant the recrawl fetches for the period starting at `now`.
 
         Due URLs are granted forced/hinted first, then earliest-due first, up
         to the period's recrawl budget; what is due and left waits (counted as
         `late` when finally granted). Budget left over pulls the next-due URLs
-        forward. A URL inside its minimum interval is never granted."""
+        forward. A URL inside its minimum interval is never granted.
+
+        `daily_budget` covers discovery and recrawl together. The floor
+        held back for discovery is an advance; with `discovery_spent`
+        (discovery fetches since the last plan) the advance is settled: what
+        discovery spent beyond it is charged to this period's recrawls, what
+        it left unused flows back to them. None: discovery is not counted
+        (the floor is held back, never settled)."""
         p = self.policy
         self._roll_day(now)
         elapsed = p.period_s if self._last_plan_at is None else min(max(now - self._last_plan_at, 0.0),
                                                                   2.0 * p.period_s)
         self._last_plan_at = now
+        if self._first_plan_at is None:
+            self._first_plan_at = now
         total = p.daily_budget * elapsed / DAY_S + self._carry
         budget = int(total)
         self._carry = total - budget
         reserved = min(discovery_pending, math.ceil(p.discovery_floor * budget), budget)
-        recrawl = min(budget - reserved, int(p.recrawl_share_max * budget + 1e-9))
+        spent = max(discovery_spent or 0, 0)
+        charge = 0 if discovery_spent is None else spent - self._reserved   # < 0: the advance left unused
+        self._reserved = reserved
+        flowed = max(0, -charge)
+        recrawl = max(0, min(budget - reserved - charge, int(p.recrawl_share_max * budget + 1e-9) + flowed))
         if p.recrawl_share_max == 0.0:
             return RecrawlPlan(now, (), budget, 0, budget, 0, 0, 0, 0, 0.0)
         self._track_rate(recrawl, elapsed, now)
@@ -283,7 +301,8 @@ class RecrawlScheduler:
         self._take(self._urgent, now, horizon, recrawl, granted, skipped)
         self._take(self._queue, now, horizon, recrawl, granted, skipped)
         due_count = len(granted)
-        self._take(self._queue, now, math.inf, recrawl, granted, skipped, scan_max=4 * recrawl + 16)
+        if len(granted) < recrawl:
+            self._pull_ahead(now, recrawl - len(granted), granted, skipped)
         for e in skipped:
             self._push(e, e.due_at)
         forced = hinted = late = 0
@@ -310,7 +329,7 @@ class RecrawlScheduler:
         denied = self._waiting(now, horizon) if list_denied and waiting else ()
         urls = tuple([e.url for e in granted])
         return RecrawlPlan(now, urls, budget, recrawl, budget - len(urls), forced, hinted,
-                           len(granted) - due_count, late, backlog_s, denied)
+                           len(granted) - due_count, late, backlog_s, denied, spent, flowed)
 
     def _take(self, queue: _DueQueue, now: float, horizon: float, budget: int, granted: list[_Entry],
               skipped: list[_Entry], scan_max: int | None = None) -> None:
@@ -335,6 +354,27 @@ class RecrawlScheduler:
                 else:
                     granted.append(e)
                 scanned += 1
+
+    def _pull_ahead(self, now: float, left: int, granted: list[_Entry], skipped: list[_Entry]) -> None:
+        """Spend `left` on URLs not due yet: of the next-due ones (parked ones too, at
+        most 4 x `left` + 16 of each queue), those furthest through their interval.
+        Earliest-due first would hand the budget to the pages with the shortest
+        intervals again and again; by share of the interval elapsed, every page
+        comes a little early, as if mu were lower for all."""
+        pool: list[tuple[float, int, _Entry]] = []
+        for queue in (self._queue, self._urgent):
+            for _, seq, tok, e in queue.pop_due(math.inf, 4 * left + 16):
+                if tok != e.token or e.state != _QUEUED:
+                    continue
+                last = e.history.last_fetched_at
+                if last is not None and last + e.min_interval_s > now:
+                    skipped.append(e)
+                    continue
+                span = e.due_at - last if last is not None else 0.0
+                pool.append((-(now - last) / span if span > 0 else -math.inf, seq, e))
+        pool.sort(key=lambda x: (x[0], x[1]))
+        granted.extend(e for _, _, e in pool[:left])
+        skipped.extend(e for _, _, e in pool[left:])
 
     def _waiting(self, now: float, horizon: float) -> tuple[Decision, ...]:
         """Decisions for (up to DENIED_LISTED_MAX of) the due URLs left waiting, oldest first."""
@@ -455,7 +495,12 @@ class RecrawlScheduler:
             self._rate_ewma = r
         else:
             self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / DAY_S)
-        if now - self._solved_at >= self.policy.rebalance_s:
+        # a young scheduler re-solves as soon as it has learned something (every period at
+        # first, then at a quarter of its age), so a cold start spends its budget from the
+        # first rates it observes, not from the default prior for `rebalance_s`
+        first = self._first_plan_at if self._first_plan_at is not None else now
+        every = min(self.policy.rebalance_s, max(self.policy.period_s, 0.25 * (now - first)))
+        if now - self._solved_at >= every:
             self._rebalance(now)
 
     def _rebalance(self, now: float) -> None:

@@ -116,6 +116,8 @@ class RecrawlPlan:
     late: int                     # granted more than a period after due (deferred by budget)
     backlog_s: float              # how overdue the oldest URL left waiting is (0: none)
     denied: tuple[Decision, ...] = ()  # the first DENIED_LISTED_MAX URLs left waiting, if asked
+    discovery_spent: int = 0      # discovery fetches since the last plan (settled against its floor)
+    flowed_back: int = 0          # the last plan's discovery floor that discovery left unused
 
 
 @dataclass(frozen=True, slots=True)

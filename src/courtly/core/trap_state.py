@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from courtly.core.types import Decision, Reason
+from courtly.core.urlyield import FamilyYield, YieldRule, family_from_json, family_to_json
 
 __all__ = ["AllowEntry", "TrapConfig", "Verdict", "ALLOW", "Suspect", "TemplateStats", "HostState",
            "host_to_json", "host_from_json", "SUSPECT_BAND", "HOST_SCOPE"]
@@ -59,12 +60,15 @@ class TrapConfig:
     templates_total_max: int = 250_000    # over all hosts (~250 B each: ~60 MB)
     session_keys_max: int = 100_000
     hosts_max: int = 1_000_000
+    yield_rule: YieldRule = YieldRule()   # core/urlyield: slow, then suspend, families that yield nothing
+    families_max: int = 1_024             # per host (then one overflow family)
+    families_total_max: int = 200_000     # over all hosts (~0.4-1.5 KB each)
 
     def __post_init__(self) -> None:
         positive = ("daily_new_urls_max", "depth_max", "url_length_max", "path_segments_max",
                     "calendar_urls_min", "query_shapes_max", "template_urls_max",
                     "template_fetches_min", "near_dup_window", "rate_window", "templates_max", "templates_total_max",
-                    "session_keys_max", "hosts_max")
+                    "session_keys_max", "hosts_max", "families_max", "families_total_max")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
@@ -143,6 +147,8 @@ class HostState:
     # (rule, scope) -> when a human resolved it; dicts keep a stable order
     muted: dict[tuple[str, str], float] = field(default_factory=dict)
     confirmed: dict[tuple[str, str], float] = field(default_factory=dict)
+    families: dict[str, FamilyYield] = field(default_factory=dict)   # core/urlyield's figures
+    last_family: str | None = None   # of the last fetch: new URLs found next are its yield
 
     def kept(self) -> bool:
         return bool(self.open or self.muted or self.confirmed)
@@ -160,6 +166,7 @@ def host_to_json(h: HostState) -> dict[str, Any]:
         "open": [[s.rule, s.scope, s.evidence, s.since] for s in h.open.values()],
         "muted": [[r, s, at] for (r, s), at in h.muted.items()],
         "confirmed": [[r, s, at] for (r, s), at in h.confirmed.items()],
+        "families": {f: family_to_json(y) for f, y in h.families.items()},
     }
 
 
@@ -177,4 +184,5 @@ def host_from_json(key: str, d: dict[str, Any], cfg: TrapConfig) -> HostState:
     h.open = {(r, s): Suspect(key, r, ev, float(since), s) for r, s, ev, since in d["open"]}
     h.muted = {(r, s): float(at) for r, s, at in d["muted"]}
     h.confirmed = {(r, s): float(at) for r, s, at in d["confirmed"]}
+    h.families = {f: family_from_json(y, cfg.yield_rule) for f, y in d.get("families", {}).items()}
     return h

@@ -14,9 +14,12 @@ API (pure; `now` is an argument, randomness the injected `rng`)
   URL: denied if a suspicion opened since covers it (nothing is counted).
 * ``note_discovered(key, url, now)``: count a new URL that entered without a
   check (seed, sitemap, operator); never refused.
-* ``note_fetch(key, url, near_dup, now)``: a page of `key` was fetched;
-  `near_dup`: its SimHash matched an earlier page of the same host
-  (``NearDupIndex.find(fp, scope=host)`` non-empty before adding it).
+* ``note_fetch(key, url, near_dup, now, *, outcome=None, fp=None,
+  refetch=False)``: a page of `key` was fetched; `near_dup`: its SimHash
+  matched an earlier page of the same host (``NearDupIndex.find(fp,
+  scope=host)`` non-empty before adding it). `outcome` (an exact duplicate,
+  a soft-404, no main text) and `fp` (the SimHash) feed the yield rule; the
+  new URLs checked next on the same key are that page's yield.
 * ``suspects() -> list[Suspect]``: the review queue, oldest first.
 * ``resolve_suspect(key, "trap" | "legit", now, rule=None)``: "legit" closes
   it and mutes the rule for that scope on that host (the runtime may re-admit
@@ -70,6 +73,14 @@ host, rule 7 for the scope)
 * ``rate`` (host): over the last `rate_window` (50) fetches, >= `rate_floor`
   (20) new URLs per fetch and >= `rate_factor` (10) x the host's earlier
   average. Per fetch, not per second: independent of crawl speed and clock.
+* ``yield`` (family, `courtly.core.urlyield`): the rule that needs no shape.
+  Each URL's family (host labels below the key and the path, values
+  classed) keeps its distinct URLs and what its fetches yielded; when at
+  most a quarter of its last 12 fetches brought new text or URLs outside
+  it, its new URLs go to band 7 (slowed); after 24 such fetches while it
+  still grows, a suspicion on ``family:<family>`` names its template, the
+  figures and example URLs. It backs the fixed-window rules above: a
+  calendar that stays inside [`year_min`, next year] is caught by its yield.
 
 Templates, query shapes, dates and session ids are read by
 `courtly.core.urlshape` (``url_template`` is re-exported here): a path
@@ -100,6 +111,7 @@ from courtly.core.trap_state import (
 from courtly.core.types import Reason
 from courtly.core.urlshape import (dates_out_of_range, path_query, path_template, query_shape, query_template,
                                    repeated_run, url_template, without_session, years)
+from courtly.core.urlyield import FamilyState, FamilyYield, Outcome, evidence, family_of, judge
 
 __all__ = [
     "AllowEntry",
@@ -113,10 +125,11 @@ __all__ = [
 
 RULES = (
     "confirmed", "length", "segments", "repeated_segments", "session_id", "depth",
-    "suspect", "budget", "calendar", "query_combinations", "template", "near_dup", "rate",
+    "suspect", "budget", "calendar", "query_combinations", "template", "near_dup", "rate", "yield",
 )
 _DAY_S = 86_400
 _OVERFLOW = "{overflow}"
+_FAMILY = "family:"   # a suspicion's scope: one family of core/urlyield
 _SESSION_SCOPE = "rule:session_id"  # only the duplicate copies are denied, nothing more
 
 # the URL-shape helpers under their old names here (tests/core/test_traps.py uses them)
@@ -134,6 +147,8 @@ class TrapGuard:
         self._host_texts: dict[str, str] = {}   # key -> '"key": {...}' as of the last snapshot_json
         self._touched: set[str] = set()         # keys whose host may differ from its text
         self._templates = 0                      # templates held over all hosts
+        self._families = 0                       # urlyield families held over all hosts
+        self._last_key: str | None = None        # key of the last note_fetch (whose links come next)
 
     # ---------------------------------------------------------------- API
 
@@ -145,7 +160,7 @@ class TrapGuard:
         shape = path_template(segments)
         template = self._template_key(host, shape + query_template(query) if query else shape)
         path_t = "path:" + shape
-        fenced = self._fenced(host, template, path_t, path, now) if host.confirmed or host.open else None
+        fenced = self._fenced(host, template, path_t, path, now, url, key) if host.confirmed or host.open else None
         if fenced is not None:
             return fenced
         if len(url) > cfg.url_length_max:
@@ -157,14 +172,16 @@ class TrapGuard:
         if depth > cfg.depth_max:
             return self._deny(Reason.DEPTH, "depth", f"{depth} > {cfg.depth_max} hops")
         if self._count_template(key, host, url, template, path_t, path, query, now):
-            fenced = self._fenced(host, template, path_t, path, now)  # a rule just fired
+            fenced = self._fenced(host, template, path_t, path, now, url, key)  # a rule just fired
             if fenced is not None:
                 return fenced
         budget = self.budget_of(key, now)
         if host.day_new >= budget:
             return self._deny(Reason.BUDGET, "budget", f"{budget} new URLs today")
         self._admit(host, stripped)
-        return Verdict(True, cfg.suspect_band) if host.open else ALLOW
+        fam = self._note_family_url(key, host, url, path, query)
+        slowed = fam is not None and fam.state is not FamilyState.OK
+        return Verdict(True, cfg.suspect_band) if host.open or slowed else ALLOW
 
     def check_queued(self, key: str, url: str, now: float) -> Verdict:
         """Re-check a URL admitted earlier, just before it is fetched: denied
@@ -176,7 +193,7 @@ class TrapGuard:
         path, query = path_query(url)
         shape = url_template(path)
         template = self._template_key(host, shape + query_template(query))
-        fenced = self._fenced(host, template, "path:" + shape, path, now)
+        fenced = self._fenced(host, template, "path:" + shape, path, now, url, key)
         if fenced is not None:
             return fenced
         return Verdict(True, self.config.suspect_band) if host.open else ALLOW
@@ -188,10 +205,21 @@ class TrapGuard:
         template = self._template_key(host, shape + query_template(query))
         self._count_template(key, host, url, template, "path:" + shape, path, query, now)
         self._admit(host, without_session(path, query))
+        self._note_family_url(key, host, url, path, query, credit=False)
 
-    def note_fetch(self, key: str, url: str, near_dup: bool, now: float) -> None:
+    def note_fetch(self, key: str, url: str, near_dup: bool, now: float, *,
+                   outcome: Outcome | None = None, fp: int | None = None, refetch: bool = False) -> None:
+        """`outcome` (default: NEAR_DUP or NEW by `near_dup`) and `fp`, the
+        page's main-text SimHash, feed the yield rule (core/urlyield); a
+        `refetch` (a recrawl of a known URL) says nothing about the URL space
+        and is left out of it."""
         cfg = self.config
         host = self._host(key, now)
+        if refetch:
+            self._last_key = None
+        else:
+            self._note_family_fetch(key, host, url, outcome or (Outcome.NEAR_DUP if near_dup else Outcome.NEW),
+                                    fp, now)
         host.fetches += 1
         path, query = path_query(url)
         template = self._template_key(host, url_template(path, query))
@@ -264,14 +292,20 @@ class TrapGuard:
 
     # ---------------------------------------------------------------- URL rules
 
-    def _fenced(self, host: HostState, template: str, path_t: str, path: str, now: float) -> Verdict | None:
+    def _fenced(self, host: HostState, template: str, path_t: str, path: str, now: float, url: str,
+                key: str) -> Verdict | None:
         """Rules 1 and 7: the URL is in the scope of a confirmed trap, or of
         an open suspicion (bar the random sample let through)."""
+        family = None
         for rule, scope in host.confirmed:
-            if _in_scope(scope, template, path_t, path):
+            if scope.startswith(_FAMILY) and family is None:
+                family = family_of(url, key, path)
+            if _in_scope(scope, template, path_t, path, family):
                 return self._deny(Reason.TRAP, "confirmed", f"{rule} confirmed as a trap ({scope or 'host'})")
         for (rule, scope), suspect in host.open.items():
-            if scope and _in_scope(scope, template, path_t, path):
+            if scope.startswith(_FAMILY) and family is None:
+                family = family_of(url, key, path)
+            if scope and _in_scope(scope, template, path_t, path, family):
                 if self.rng.random() >= self.config.suspect_sample_share:
                     return self._deny(Reason.TRAP, "suspect", f"{rule} ({scope}) under review since {suspect.since:.0f}")
         return None
@@ -353,6 +387,56 @@ class TrapGuard:
             return template
         return _OVERFLOW
 
+    # ---------------------------------------------------------------- yield (core/urlyield)
+
+    def _family(self, host: HostState, family: str) -> FamilyYield:
+        fam = host.families.get(family)
+        if fam is None:
+            cfg = self.config
+            if len(host.families) >= cfg.families_max or self._families >= cfg.families_total_max:
+                family = _OVERFLOW
+                fam = host.families.get(family)
+            if fam is None:
+                fam = host.families[family] = FamilyYield()
+                self._families += 1
+        return fam
+
+    def _note_family_url(self, key: str, host: HostState, url: str, path: str, query: str,
+                         credit: bool = True) -> FamilyYield | None:
+        """Count an admitted URL in its family; a URL outside the family of
+        the page just fetched on this key is that page's yield."""
+        if not self.config.yield_rule.enabled:
+            return None
+        family = family_of(url, key, path)
+        fam = self._family(host, family)
+        fam.note_url(url, query)
+        last = host.last_family
+        if credit and last is not None and last != family and self._last_key == key:
+            source = host.families.get(last)
+            if source is not None:
+                source.credit()
+        return fam
+
+    def _note_family_fetch(self, key: str, host: HostState, url: str, outcome: Outcome, fp: int | None,
+                           now: float) -> None:
+        rule = self.config.yield_rule
+        self._last_key = key
+        if not rule.enabled:
+            return
+        path, _ = path_query(url)
+        family = family_of(url, key, path)
+        fam = self._family(host, family)
+        host.last_family = family if family in host.families else _OVERFLOW
+        fam.note_fetch(outcome, fp, rule)
+        scope = _FAMILY + family
+        if ("yield", scope) in host.muted:
+            fam.state = FamilyState.OK   # a reviewer said legit
+            return
+        state = judge(fam, rule)
+        if state is FamilyState.SUSPENDED and fam.state is not FamilyState.SUSPENDED:
+            self._open(key, host, "yield", scope, evidence(family, fam, rule), now)
+        fam.state = state
+
     # ---------------------------------------------------------------- host rules
 
     def _check_template(self, key: str, host: HostState, template: str, stats: TemplateStats, now: float) -> bool:
@@ -420,9 +504,12 @@ class TrapGuard:
             if not host.kept():
                 del self._hosts[key]
                 self._templates -= len(host.templates)
+                self._families -= len(host.families)
                 return
         key = next(iter(self._hosts))
-        self._templates -= len(self._hosts.pop(key).templates)
+        host = self._hosts.pop(key)
+        self._templates -= len(host.templates)
+        self._families -= len(host.families)
 
     # ---------------------------------------------------------------- persistence
 
@@ -461,6 +548,7 @@ class TrapGuard:
         for key, h in data["hosts"].items():
             guard._hosts[key] = host = host_from_json(key, h, guard.config)
             guard._templates += len(host.templates)
+            guard._families += len(host.families)
         guard._touched.update(guard._hosts)
         return guard
 
@@ -468,11 +556,14 @@ class TrapGuard:
 # -------------------------------------------------------------------- scopes and keys
 
 
-def _in_scope(scope: str, template: str, path_t: str, path: str) -> bool:
-    """Does a suspicion's scope cover a URL (its template, path template, path)?"""
+def _in_scope(scope: str, template: str, path_t: str, path: str, family: str | None = None) -> bool:
+    """Does a suspicion's scope cover a URL (its template, path template,
+    path, urlyield family)?"""
     if not scope:
         return True  # the whole host
     kind, _, value = scope.partition(":")
+    if kind == "family":
+        return value == family
     if kind == "template":
         return value == template
     if kind == "path":

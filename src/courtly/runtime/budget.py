@@ -42,6 +42,7 @@ from courtly.core.maintext import main_text
 from courtly.core.soft404 import Soft404Book, error_fingerprint
 from courtly.core.traps import ALLOW, AllowEntry, TrapConfig, TrapGuard, Verdict
 from courtly.core.types import Reason
+from courtly.core.urlyield import Outcome
 
 __all__ = ["BudgetDefence", "PageJudgement", "LOW_BAND"]
 
@@ -116,9 +117,10 @@ class BudgetDefence:
     def before_fetch(self, key: str, url: str, now: float) -> Verdict:
         return self.traps.check_queued(key, url, now) if self.enabled else ALLOW
 
-    def first_capture(self, url: str, digest: str, at: float, batch) -> FirstCapture | None:
+    def first_capture(self, url: str, digest: str, at: float, batch, key: str | None = None) -> FirstCapture | None:
         """The earlier capture of the payload whose WARC-Payload-Digest is
-        `digest`, or None (then it is remembered)."""
+        `digest`, or None (then it is remembered). With `key`, a duplicate
+        counts as a fetch that yielded nothing (the trap guard's yield rule)."""
         if not self.enabled or not digest:
             return None
         first = self.exact.add(digest, url, at)
@@ -127,15 +129,18 @@ class BudgetDefence:
         else:
             self.counts["exact_dup"] += 1
             batch.flags.append((url, at, "exact_dup", first.url))
+            if key is not None:
+                self.traps.note_fetch(key, url, False, at, outcome=Outcome.EXACT_DUP)
         return first
 
     def page(self, *, url: str, key: str, host: str, origin: str, content: bytes, content_type: str,
              canonical: str | None, now: float, batch,
-             prints: tuple[int, int | None] | None = None) -> PageJudgement:
+             prints: tuple[int, int | None] | None = None, refetch: bool = False) -> PageJudgement:
         """Judge a fetched HTML page. `prints` = (main-text SimHash, soft-404
         fingerprint) when the extraction worker computed them; else here. The
         soft-404 half may be None when the host was not soft at submission
-        (`wants_error_print`); it is computed here if the host is soft now."""
+        (`wants_error_print`); it is computed here if the host is soft now.
+        `refetch`: a recrawl, left out of the trap guard's yield rule."""
         if not self.enabled:
             return PageJudgement()
         if prints is None:
@@ -148,10 +153,10 @@ class BudgetDefence:
         if soft and self.soft404.is_soft404(origin, error_fp):
             self.counts["soft404"] += 1
             batch.flags.append((url, now, "soft404", origin))
-            self.traps.note_fetch(key, url, False, now)
+            self.traps.note_fetch(key, url, False, now, outcome=Outcome.SOFT404, refetch=refetch)
             return PageJudgement(soft404=True)
         if fp == 0:   # no main text: nothing to compare
-            self.traps.note_fetch(key, url, False, now)
+            self.traps.note_fetch(key, url, False, now, outcome=Outcome.EMPTY, refetch=refetch)
             return PageJudgement()
         near_dup = bool(self.near.find(fp, scope=host, limit=1))
         canonical_doc = self.near.add(url, fp, host)
@@ -159,10 +164,11 @@ class BudgetDefence:
         if canonical and canonical != url and self.near.canonical_of(canonical) is not None:
             if self.near.prefer_canonical(url, canonical):
                 canonical_doc = canonical
-        self.traps.note_fetch(key, url, near_dup, now)
+        self.traps.note_fetch(key, url, near_dup, now, fp=fp, refetch=refetch)
         if near_dup:
             self.counts["near_dup"] += 1
             batch.flags.append((url, now, "near_dup", canonical_doc))
+            batch.flags.append((url, now, "rel_canonical", canonical or ""))   # for courtly dups
             return PageJudgement(near_dup_of=canonical_doc)
         return PageJudgement()
 

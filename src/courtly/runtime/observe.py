@@ -307,6 +307,7 @@ class CrawlObserver:
             "render": c.renders.snapshot() if c.renders is not None else None,
             "monitor": c.monitor.snapshot(),
             "consumers": c.consumers.metrics() if c.consumers.enabled else None,
+            "recrawl_period": _period_parts(getattr(c, "recrawl", None)),
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:
@@ -519,3 +520,13 @@ def _hit_ratio(resolver) -> float:
     stats = getattr(resolver, "stats", None)
     ratio = getattr(stats, "hit_ratio", None)
     return float(ratio) if isinstance(ratio, (int, float)) else 0.0
+
+
+def _period_parts(recrawl) -> dict | None:
+    """The last recrawl period's budget by part (None before the first plan)."""
+    rows = getattr(recrawl, "periods", None)
+    if not rows:
+        return None
+    p = rows[-1]
+    return {"budget": p["budget"], "discovery": p["discovery_spent"], "recrawls": p["granted"],
+            "flowed_back": p["flowed_back"], "left": p["left"]}

@@ -8,7 +8,10 @@ How it works: every fetched page is tracked (tier from its depth: seeds and
 their links are the top tiers). Each answer updates its history (content
 hash, ETag, Last-Modified; a 304 is "unchanged") and so its estimated change
 rate. Every `period_s` the scheduler grants the URLs worth refetching within
-the daily budget (keeping the discovery floor free when discovery has work);
+the daily budget, which covers discovery too: the discovery fetches answered
+since the last plan are charged to it first (any answer to a URL that was not
+a granted recrawl is discovery), the discovery floor is kept free when
+discovery has work, and what the floor held back unused flows back;
 they enter the frontier as `recrawl` items, which politeness treats like any
 other, and are fetched with If-None-Match / If-Modified-Since. Sitemap and
 feed entries newer than a URL's last fetch make it due early.
@@ -26,10 +29,29 @@ from courtly.core.importance import Opic
 from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
 from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
 
-__all__ = ["Recrawl", "history_to_json", "history_from_json", "XML_TYPES"]
+__all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT"]
 
 XML_TYPES = ("application/xml", "text/xml", "application/rss+xml", "application/atom+xml",
              "application/x-gzip", "application/gzip")
+PERIODS_KEPT = 288   # per-period budget rows kept for `courtly report` (a day of 5-minute periods)
+
+
+def period_row(plan) -> dict:
+    """One period of the budget (a `RecrawlPlan`): granted, spent, left, and why
+    any was left. `left` is the period's budget that neither the discovery
+    fetches charged to it nor the recrawls granted took."""
+    granted = len(plan.urls)
+    left = max(0, plan.budget - plan.discovery_spent - granted)
+    if plan.backlog_s > 0:
+        why = "budget: due recrawls left waiting"
+    elif left and plan.recrawl_budget > granted:
+        why = "nothing due: every known page is inside its minimum interval or fresh enough"
+    elif left:
+        why = "discovery floor held back"
+    else:
+        why = "all spent"
+    return {"at": plan.at, "budget": plan.budget, "recrawl_budget": plan.recrawl_budget, "granted": granted,
+            "discovery_spent": plan.discovery_spent, "flowed_back": plan.flowed_back, "left": left, "why": why}
 
 
 def history_to_json(h: ChangeHistory) -> str:
@@ -70,6 +92,11 @@ class Recrawl:
         self._depth: dict[str, int] = {}
         self.granted = 0
         self.hinted = 0
+        self._outstanding: set[str] = set()   # granted recrawls not answered yet (bounded by the grants)
+        self.discovery_fetched = 0            # answers to URLs that were not granted recrawls, in all
+        self._discovery_since_plan = 0
+        self.last_plan = None                 # the scheduler's last RecrawlPlan
+        self.periods: deque[dict] = deque(maxlen=PERIODS_KEPT)   # `period_row`s, oldest first
 
     # ---- persistence ----------------------------------------------------------
 
@@ -82,10 +109,13 @@ class Recrawl:
             self._depth[url] = depth
         report = store.get_meta("recrawl_report")
         self._saved_report = json.loads(report) if report else []
+        periods = store.get_meta("recrawl_periods")
+        self.periods.extend(json.loads(periods) if periods else [])
 
     def save(self, batch) -> None:
         if self.enabled:
             batch.meta["recrawl_report"] = json.dumps(self.report_rows())
+            batch.meta["recrawl_periods"] = json.dumps(list(self.periods))
 
     def report_rows(self) -> list[dict]:
         if not self.enabled:
@@ -119,6 +149,11 @@ class Recrawl:
         """Record an answer (2xx, 304, 404/410...); returns "changed"."""
         if not self.enabled:
             return False
+        if url in self._outstanding:
+            self._outstanding.discard(url)
+        else:
+            self.discovery_fetched += 1
+            self._discovery_since_plan += 1
         s = self.scheduler
         tier = self.tier_of(depth)
         if url not in s:
@@ -136,11 +171,13 @@ class Recrawl:
             self.opic.fetched(url, out_links)
 
     def failed(self, url: str, now: float) -> None:
+        self._outstanding.discard(url)
         if self.enabled and url in self.scheduler:
             self.scheduler.record_failure(url, now)
 
     def released(self, url: str, now: float) -> None:
         """A granted recrawl that was not fetched (robots, trap rule, ...)."""
+        self._outstanding.discard(url)
         if self.enabled and url in self.scheduler:
             self.scheduler.release(url, now)
 
@@ -152,7 +189,12 @@ class Recrawl:
     def plan(self, now: float, discovery_pending: int) -> list[tuple[str, int]]:
         """(url, depth) of the recrawls granted for the next period."""
         self.next_plan_at = now + self.period_s
-        plan = self.scheduler.plan(now, discovery_pending=discovery_pending)
+        plan = self.scheduler.plan(now, discovery_pending=discovery_pending,
+                                   discovery_spent=self._discovery_since_plan)
+        self._discovery_since_plan = 0
+        self._outstanding.update(plan.urls)
+        self.last_plan = plan
+        self.periods.append(period_row(plan))
         self.granted += len(plan.urls)
         return [(u, self._depth.get(u, 0)) for u in plan.urls]
 

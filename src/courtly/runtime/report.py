@@ -29,6 +29,9 @@ def _open(out: Path) -> SqliteStore:
     return SqliteStore(db)
 
 
+open_store = _open   # for the other views (runtime/dups.py)
+
+
 def _when(at: float | None) -> str:
     if at is None:
         return "-"
@@ -122,7 +125,8 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
         what = {"exact_dup": "exact duplicate of", "near_dup": "near-duplicate of",
                 "soft404": "soft-404 (the error page of)",
                 "noindex": "noindex (kept in WARC, left out of text exports):",
-                "reconsidered": "queued again:"}.get(flag, flag)
+                "reconsidered": "queued again:",
+                "rel_canonical": "declared rel=canonical (none if empty):"}.get(flag, flag)
         lines.append(f"flagged    {_when(at)}  {what} {detail}")
     if rec["state"] == "queued":
         lines.append("pending    queued, not fetched yet (run the crawl again to continue)")
@@ -263,6 +267,8 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     try:
         raw = store.get_meta("recrawl_report")
         tiers = json.loads(raw) if raw else []
+        raw = store.get_meta("recrawl_periods")
+        periods = json.loads(raw) if raw else []
         by_day = store.fetches_by_day()
         counts = store.counts()
         complaints = open_complaints(store)
@@ -275,7 +281,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     monitor_lines, monitor_rows = _monitor_section(out, delays)
     reasons = {"page": "discovery", "recrawl": "recrawl"}
     fetch_rows = [{"day": _day(d), "reason": reasons.get(k, k), "fetches": n} for d, k, n in by_day]
-    data = {"tiers": tiers, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
+    data = {"tiers": tiers, "periods": periods, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
             "not_fetched": counts["reasons"], "abuse_complaints_open": complaints,
             "rendering": _rendering(counts["flags"]), "monitor": monitor_rows,
             "hosts_unhealthy": [r._asdict() for r in unhealthy]}
@@ -293,6 +299,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
                          f"{_age(t['age_p50_s']):>9} {_age(t['age_p90_s']):>9}")
     else:
         lines.append("  (no recrawl: intent archive, or no plan yet)")
+    lines += _period_lines(periods)
     lines.append(f"hosts throttled by politeness (answered 429/503, backed off): {len(throttled)}")
     lines += [f"  {k}  {why}" for k, why in throttled[:20]]
     lines += health_lines(unhealthy)
@@ -353,6 +360,19 @@ def _throttled(store: SqliteStore, now: float) -> list[tuple[str, str]]:
             what += f"{'; ' if what else ''}last back-off: {hosts[key]['backoff_reason']}"
         out.append((key, what))
     return out
+
+
+def _period_lines(periods: list[dict], shown: int = 12) -> list[str]:
+    """The fetch budget of the last `shown` recrawl periods: granted, spent, left, why."""
+    if not periods:
+        return []
+    lines = [f"recrawl budget, last {min(shown, len(periods))} of {len(periods)} periods kept",
+             f"  {'period start':<24} {'budget':>6} {'discovery':>9} {'recrawls':>8} {'flowed back':>11} "
+             f"{'left':>5}  why"]
+    for p in periods[-shown:]:
+        lines.append(f"  {_when(p['at']):<24} {p['budget']:>6} {p['discovery_spent']:>9} {p['granted']:>8} "
+                     f"{p['flowed_back']:>11} {p['left']:>5}  {p['why']}")
+    return lines
 
 
 def _day(day: int) -> str:

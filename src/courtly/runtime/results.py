@@ -139,7 +139,8 @@ class Results:
         if status == 200 and not result.truncated and result.body:
             # one SHA-1 pass: the exact-duplicate key is the record's WARC-Payload-Digest
             digest = warc_payload_digest(result.body)
-            first = c.budget.first_capture(item.url, digest, result.started_at, c.batch)
+            first = c.budget.first_capture(item.url, digest, result.started_at, c.batch,
+                                           key=None if item.kind == "recrawl" else item.key)
             if first is not None and c.takedowns.match(first.url):
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
             elif first is not None and first.url == item.url and item.kind != "recrawl":
@@ -271,7 +272,8 @@ class Results:
         else:
             judged = c.budget.page(
                 url=item.url, key=item.key, host=host_of_normalized(item.url), origin=origin, content=result.content,
-                content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints)
+                content_type=ctype, canonical=page.canonical, now=now, batch=c.batch, prints=page.prints,
+                refetch=item.kind == "recrawl")
             if page.noindex:   # marked in the fetch log's flags: text exports leave it out
                 c.batch.flags.append((item.url, now, "noindex", _noindex_source(xrt, item.url, c.token)))
             if c.cfg.crawl.intent != "monitor":   # a watch list discovers nothing

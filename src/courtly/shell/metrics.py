@@ -110,6 +110,9 @@ METRICS: tuple[MetricDef, ...] = (
        ("tier", "quantile"), "freshness_age_s"),
     _m("frontier_disk_bytes", "gauge", "Size of the crawl database on disk (crawl.db plus its WAL).",
        (), "frontier_disk_bytes"),
+    _m("recrawl_period_fetches", "gauge", "The last recrawl period's fetch budget (budget), the discovery "
+       "fetches charged to it (discovery), the recrawls granted (recrawls), the discovery floor that flowed "
+       "back (flowed_back) and what was left (left).", ("part",), "recrawl_period"),
     _m("budget_left_pages", "gauge", "Pages left under --max-pages (absent without a limit).",
        (), "budget_left_pages"),
     _m("crawl_start_time_seconds", "gauge", "Unix time the crawl (this process) started.", (), "started_at"),

@@ -106,6 +106,9 @@ def _serve_parser() -> argparse.ArgumentParser:
                                                        f"(default: the profile's; demo: {d.special_share:g})")
     p.add_argument("--spa-hosts", type=int, help="single-page-app hosts whose links appear only after "
                                                  f"their script runs (sim/spa.py; default: {d.spa_hosts})")
+    p.add_argument("--wild", help="also serve these sim/wildtrap sites (comma-separated kinds, or 'all': "
+                                  "wild_calendar, wild_facets, wild_pagination, wild_session, wild_farm, "
+                                  "wild_deep), each on <kind with dashes>.test (default: none)")
     return p
 
 
@@ -162,7 +165,16 @@ def _config(args: argparse.Namespace):
         latency_s=args.latency_s, retry_after_s=args.retry_after_s, throttle_requests=args.throttle_requests,
         robots_hang_s=args.robots_hang_s, change_rate_per_s=args.change_rate_per_s,
         special_share=args.special_share, spa_hosts=args.spa_hosts,
-        watch_pages_per_kind=args.watch_pages_per_kind, watch_gap_s_mean=args.watch_gap_s_mean)
+        watch_pages_per_kind=args.watch_pages_per_kind, watch_gap_s_mean=args.watch_gap_s_mean,
+        wild=_wild_kinds(args.wild))
+
+
+def _wild_kinds(text: str | None) -> tuple[str, ...] | None:
+    from courtly.sim.wildtrap import WILD_KINDS
+
+    if not text:
+        return None
+    return WILD_KINDS if text == "all" else tuple(k.strip() for k in text.split(",") if k.strip())
 
 
 async def _serve(args: argparse.Namespace) -> int:

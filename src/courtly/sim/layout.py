@@ -56,6 +56,7 @@ _RX_EXTRA = re.compile(r"^/([a-z]+)/(hidden|orphan)-(\d+)\.html$")
 _RX_PDF = re.compile(r"^/files/report-(\d+)\.pdf$")
 _RX_DUP = re.compile(r"^/dup/(\d+)\.html$")
 _RX_NEAR = re.compile(r"^/near/(\d+)-(ad|ts|nav)\.html$")
+_RX_RELATED = re.compile(r"^/related/(\d+)\.html$")   # shares every other paragraph: not a duplicate
 _RX_GO = re.compile(r"^/go/(\d+)/(\d+)/(\d+)$")
 _RX_LOOP = re.compile(r"^/loop/(\d+)/([01])$")
 _RX_BAIT = re.compile(r"^/bait/(\d+)$")
@@ -206,6 +207,9 @@ class HostLayout:
         m = _RX_NEAR.match(path)
         if m and not query and int(m.group(1)) in self.dup_sources:
             return Resource("page", int(m.group(1)), "near_" + m.group(2))
+        m = _RX_RELATED.match(path)
+        if m and not query and int(m.group(1)) in self.dup_sources:
+            return Resource("page", int(m.group(1)), "related")
         return None
 
     def _resolve_special(self, path: str, query: str) -> Resource | None:
@@ -298,6 +302,8 @@ class HostLayout:
         if variant in ("hidden", "orphan"):
             canonical = f"/{self.section_of(k)}/{variant}-{k}.html"
             noindex = nofollow = False
+        elif variant == "related":
+            canonical = f"/related/{k}.html"
         out = PageLinks(base_href, f"http://{spec.name}:{port}{canonical}", noindex=noindex,
                         nofollow=nofollow, feeds=spec.has("feeds"))
         add = out.links.append
@@ -367,6 +373,7 @@ class HostLayout:
             add((href(f"/dup/{k}.html", "abs_path"), "copy", False))
             for v in NEAR_VARIANTS:
                 add((href(f"/near/{k}-{v}.html", "abs_path"), "similar", False))
+            add((href(f"/related/{k}.html", "abs_path"), "related", False))
         if spec.has("redirects"):
             for c in range(1, 7):
                 host = self.hop_host(spec, c, 0)

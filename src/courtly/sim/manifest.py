@@ -144,6 +144,7 @@ def _host_paths(web: SimWeb, name: str, port: int) -> dict[str, Any]:
             dups.append({"path": f"/dup/{k}.html", "of": lay.path_of(k), "kind": "exact"})
             for v in NEAR_VARIANTS:
                 dups.append({"path": f"/near/{k}-{v}.html", "of": lay.path_of(k), "kind": "near", "differs_by": v})
+            dups.append({"path": f"/related/{k}.html", "of": lay.path_of(k), "kind": "related"})
         out["duplicates"] = dups
     if spec.has("redirects"):
         chains = []
@@ -216,6 +217,7 @@ def build_manifest(web: SimWeb, port: int, started_at: float) -> dict[str, Any]:
         "hosts": hosts,
         "behaviours": by_behaviour,
         "robots_variants": by_robots,
+        "wild": {domain: site.kind for domain, site in web.wild.sites.items()},
         "ssrf_bait": {"names": list(web.bait_names), "ip": BAIT_IP, "links": bait_urls(port),
                       "redirect_locations": bait_redirects(port)},
         "rules": {

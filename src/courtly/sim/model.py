@@ -103,6 +103,9 @@ class SimWeb:
             "2130706433", "0x7f000001", "0177.0.0.1", "intranet.test", "[::1]",
         )
         self._layout = lru_cache(maxsize=8192)(self._make_layout)
+        from courtly.sim.wildweb import WildHosts
+
+        self.wild = WildHosts(config.wild, config.seed, self.ips)   # sim/wildtrap sites, if asked for
 
     # ---- building -------------------------------------------------------
 
@@ -194,6 +197,7 @@ class SimWeb:
         """name -> IP for the crawler's --hosts-file (the bait name included)."""
         out = {s.name: s.ip for s in self.hosts}
         out["intranet.test"] = BAIT_IP
+        out.update(self.wild.hosts_map())
         return out
 
     def allowed_networks(self) -> list[str]:
@@ -204,7 +208,7 @@ class SimWeb:
 
     def seeds(self, port: int) -> list[str]:
         """One root URL per served host."""
-        return [f"http://{s.name}:{port}/" for s in self.hosts]
+        return [f"http://{s.name}:{port}/" for s in self.hosts] + self.wild.seeds(port)
 
     def layout(self, name: str) -> "HostLayout":
         return self._layout(name)

@@ -61,7 +61,8 @@ def page_version(lay: "HostLayout", k: int, variant: str, t_s: float, started_at
 
 
 _NEEDS_ESCAPE = re.compile(r"[&<>\"']")
-_VARIANT_CODE = {"": 0, "dup": 1, "near_ad": 2, "near_ts": 3, "near_nav": 4, "print": 5, "hidden": 6, "orphan": 7}
+_VARIANT_CODE = {"": 0, "dup": 1, "near_ad": 2, "near_ts": 3, "near_nav": 4, "print": 5, "hidden": 6, "orphan": 7,
+                 "related": 8}
 
 
 def _esc(text: str) -> str:
@@ -93,7 +94,7 @@ def _link_block(links: list[tuple[str, str, bool]]) -> str:
 
 
 def render_page(lay: "HostLayout", k: int, variant: str, epoch: int, port: int) -> bytes:
-    """HTML of page k; variant is "", dup, near_ad, near_ts, near_nav, print, hidden, orphan.
+    """HTML of page k; variant is "", dup, near_ad, near_ts, near_nav, print, hidden, orphan, related.
 
     Text: paragraphs start, start+step, start+2*step, ... of the (prime-sized)
     pool, with start and step from the page's hash, until the page's target
@@ -129,6 +130,8 @@ def render_page(lay: "HostLayout", k: int, variant: str, epoch: int, port: int) 
     i = 0
     while size < target:
         para = pool[mix(seed, i) % n_pool if independent else (start + i * step) % n_pool]
+        if variant == "related" and i % 2:   # every other paragraph its own: half the text shared
+            para = pool[mix(seed ^ 0x5E1A7ED, i) % n_pool]
         out.append(f"<p>{para}</p>")
         size += len(para) + 7
         if i * per_block < len(body_links):

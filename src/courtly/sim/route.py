@@ -64,6 +64,10 @@ def route(web: SimWeb, state: RouteState, req: Request, now: float) -> Reply:
         return Reply(404, [("Content-Type", _HTML)], render_not_found(req.target), tag="ssrf_bait")
     spec = web.host_of(req.host)
     if spec is None:
+        wild = web.wild.answer(req.host.rsplit(":", 1)[0].lower(), req.target, req.port) if web.wild.sites else None
+        if wild is not None:   # a sim/wildtrap site (sim/wildweb)
+            status, body, tag = wild
+            return Reply(status, [("Content-Type", _HTML)], body, tag=tag)
         return Reply(404, [("Content-Type", _HTML)], render_not_found(req.target), tag="unknown_host")
     if req.method not in ("GET", "HEAD"):
         return Reply(405, [("Allow", "GET, HEAD")], b"", delay_s=spec.latency_s)

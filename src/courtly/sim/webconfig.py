@@ -37,7 +37,7 @@ BEHAVIOURS: dict[str, str] = {
     "trap_filters": "/catalog?facet=value&... endless filter combinations (tag trap_filters)",
     "trap_repeat": "/repeat/a/ links relative a/ and b/: repeated path segments (tag trap_repeat)",
     "trap_deep": "/deep/1/ links 2/, 3/, ...: ever-deeper paths (tag trap_deep)",
-    "duplicates": "/dup/K.html is a byte-identical copy of article K; /near/K-{ad,ts,nav}.html a near copy",
+    "duplicates": "/dup/K.html is a byte-identical copy of article K; /near/K-{ad,ts,nav}.html a near copy; /related/K.html shares every other paragraph with K (not a duplicate)",
     "redirects": "/go/S/C/I: redirect chains of 1-6 hops (some cross-host); /loop/S/I: a redirect loop",
     "hostile_bodies": "/hostile/<name>: bombs, endless/dripping bodies, huge headers, deep nesting, bad encodings",
     "ssrf_bait": "links and redirects (/bait/N) to metadata, private, loopback and alias addresses",
@@ -120,6 +120,8 @@ class SimWebConfig:
     # monitor watch pages (sim/watchpage): /watch/{real,noise,both}/N on every host; 0 = none
     watch_pages_per_kind: int = 0
     watch_gap_s_mean: float = 60.0   # mean gap between real changes (at least a third of it)
+    # sim/wildtrap sites served beside the model's hosts (sim/wildweb), by kind
+    wild: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -142,10 +144,16 @@ class SimWebConfig:
             raise ValueError("deep_pages must be in 1000..100000")
         if not 0 <= self.watch_pages_per_kind <= 1000 or not self.watch_gap_s_mean > 0:
             raise ValueError("watch_pages_per_kind must be in 0..1000 and watch_gap_s_mean > 0")
+        from courtly.sim.wildtrap import WILD_KINDS
+
+        unknown = sorted(set(self.wild) - set(WILD_KINDS))
+        if unknown:
+            raise ValueError(f"unknown wild site kind(s) {unknown}; known: {', '.join(WILD_KINDS)}")
 
     def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         out["crawl_delays_s"] = list(self.crawl_delays_s)
+        out["wild"] = list(self.wild)
         return out
 
     @classmethod
@@ -155,8 +163,9 @@ class SimWebConfig:
         if unknown:
             raise ValueError(f"unknown SimWebConfig keys: {sorted(unknown)}")
         kwargs = dict(data)
-        if "crawl_delays_s" in kwargs:
-            kwargs["crawl_delays_s"] = tuple(kwargs["crawl_delays_s"])  # type: ignore[arg-type]
+        for name in ("crawl_delays_s", "wild"):
+            if name in kwargs:
+                kwargs[name] = tuple(kwargs[name])  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]
 
 

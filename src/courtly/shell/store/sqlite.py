@@ -338,6 +338,12 @@ class SqliteStore:
     def iter_simhashes(self) -> Iterator[tuple]:
         yield from self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id")
 
+    def iter_flags(self, flags: tuple[str, ...]) -> Iterator[tuple]:
+        """(url, at, flag, detail) of the flags named, in the order recorded."""
+        marks = ", ".join("?" * len(flags))
+        yield from self._db.execute(f"SELECT url, at, flag, detail FROM flags WHERE flag IN ({marks}) ORDER BY rowid",
+                                    flags)
+
     def url_flags(self, url: str) -> list[tuple]:
         return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
 
