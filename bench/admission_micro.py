@@ -139,7 +139,7 @@ def main() -> None:
           f"{len(raw)} distinct raw, {len(normalized)} distinct normalised")
 
     best, queued, best_again = float("inf"), 0, float("inf")
-    for i in range(args.repeat):
+    for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="admission-micro-") as tmp:
             spent, queued, again = admit_pass(pages, Path(tmp))
         best, best_again = min(best, spent), min(best_again, again)

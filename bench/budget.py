@@ -181,8 +181,8 @@ def _print(results: dict) -> None:
     print(f"{'':34s}" + "".join(f"{n:>{width}s}" for n in names))
     rows = [("total fetches", lambda x: x["fetches"]), ("  robots.txt", lambda x: x["kinds"]["robots.txt"]),
             ("  real content pages (200)", lambda x: x["kinds"]["real pages"])]
-    rows += [(f"  wasted: {w}", (lambda w: lambda x: x["kinds"][w])(w)) for w in WASTE]
-    rows[4:4] = [(f"    {t}", (lambda t: lambda x: x["kinds"][t])(t)) for t in TRAPS]
+    rows += [(f"  wasted: {w}", (lambda w: lambda x: x["kinds"][w])(w)) for w in WASTE]  # noqa: B023 (bound by the outer lambda)
+    rows[4:4] = [(f"    {t}", (lambda t: lambda x: x["kinds"][t])(t)) for t in TRAPS]  # noqa: B023 (bound by the outer lambda)
     rows += [("  other (404, redirects, feeds...)", lambda x: x["kinds"]["other"]),
              ("distinct real pages fetched", lambda x: x["got"]),
              ("real pages reachable", lambda x: x["real"])]

@@ -59,7 +59,7 @@ async def measure(port: int, hosts: int, concurrency: int, requests: int, rounds
     from courtly.shell import fetcher as module
     from courtly.shell.resolver import SafeResolver
 
-    cls = getattr(module, "Http1Fetcher", None) or getattr(module, "AiohttpFetcher")
+    cls = getattr(module, "Http1Fetcher", None) or module.AiohttpFetcher
     print(f"fetcher: {cls.__name__} from {module.__file__}")
     f = cls(SafeResolver(NetPolicy.allowing(["127.0.0.0/8"])), user_agent="courtly-bench/0.1",
             connections_per_host_max=4)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 
 from courtly.shell.status import StatusServer
 from courtly.shell.store.watch_sqlite import SqliteWatchStore

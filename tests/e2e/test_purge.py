@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from crawl_support import courtly_cmd, crawl_args, crawl_with_command_midway, db_rows, log_lines, run_courtly, write_config
+from crawl_support import crawl_with_command_midway, db_rows, log_lines, run_courtly, write_config
 from warc_support import check_warcs, closed_warcs
 from courtly.runtime.demo import simweb_process
 

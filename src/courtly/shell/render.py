@@ -46,7 +46,6 @@ import asyncio
 import importlib.util
 import logging
 import os
-from typing import Mapping
 
 from courtly.core.render import Rendered, RenderOutcome, SubRequest, SubResponse, SubrequestGate
 

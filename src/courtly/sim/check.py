@@ -187,7 +187,7 @@ def check_key_politeness(records: Sequence[LogRecord], web: SimWeb, params: Chec
         assert name is not None
         by_key[key_of(name)].append((i, r))
     robots_done: dict[str, float] = {}
-    for i, r in _served(web, records):
+    for _, r in _served(web, records):
         if r.path == "/robots.txt" and r.status:
             name = _host_name(web, r.host) or ""
             robots_done[name] = min(robots_done.get(name, r.completed_at), r.completed_at)

@@ -264,7 +264,7 @@ class SimWeb:
         rules = self._rules_cached(name)
         return rules is not None and rules.allowed(path)
 
-    @lru_cache(maxsize=65536)
+    @lru_cache(maxsize=65536)  # noqa: B019 (one model per simulated web, alive as long as it)
     def _rules_cached(self, name: str) -> RobotsRules | None:
         return self.robots_rules(name, 0)
 
