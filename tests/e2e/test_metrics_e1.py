@@ -47,6 +47,19 @@ def _check_sensible(fams) -> None:
     assert sum(ratios) == pytest.approx(1.0)
 
 
+def _passes_promtool(url: str) -> None:
+    # Prometheus' own linter: names, types, and the "quantile" label only on summaries
+    import shutil
+    import urllib.request
+
+    if shutil.which("promtool") is None:
+        return   # tests/shell/test_alerts.py says why promtool tests skip
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url + "metrics", timeout=30) as r:
+        text = r.read()
+    res = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert res.returncode == 0, (res.stdout + res.stderr).decode()[-3000:]
+
+
 def test_a_single_machine_crawl_exposes_every_e1_metric(simweb_factory, tmp_path):
     web = simweb_factory(*SIM_ARGS)
     config = write_config(tmp_path / "crawl.toml")
@@ -59,6 +72,7 @@ def test_a_single_machine_crawl_exposes_every_e1_metric(simweb_factory, tmp_path
         url = status_url(read_file(log), alive)
         fams = wait_for_all(url, {**E1, **FAILURE_TABLE, **STAGES}, alive)
         _check_sensible(fams)
+        _passes_promtool(url)
         assert "courtly_worker_partitions_held" not in fams            # a worker's only
     finally:
         _stop(proc)
@@ -78,5 +92,6 @@ def test_a_distributed_worker_exposes_every_e1_metric(postgres, simweb_factory, 
         fams = wait_for_all(url, {**E1, **FAILURE_TABLE, **STAGES, "leases": ("courtly_worker_partitions_held", {})},
                             alive)
         _check_sensible(fams)
+        _passes_promtool(url)
     finally:
         cluster.stop_all()

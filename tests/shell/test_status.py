@@ -279,8 +279,9 @@ def test_metric_names_follow_prometheus_conventions():
     assert len(names) == len(set(names))
     for d in metrics.METRICS:
         assert re.fullmatch(r"courtly_[a-z][a-z0-9_]*", d.name), d.name
-        assert d.kind in ("counter", "gauge", "histogram")
+        assert d.kind in ("counter", "gauge", "histogram", "summary")
         assert d.name.endswith("_total") == (d.kind == "counter"), d.name
+        assert ("quantile" in d.labels) == (d.kind == "summary"), d.name   # a label reserved for summaries
         assert d.help.endswith("."), d.name
     assert "courtly_fetch_latency_seconds" in names
 

@@ -77,7 +77,7 @@ METRICS: tuple[MetricDef, ...] = (
        "waiting (for their next fetch time), leased (being fetched).", ("state",), "frontier.hosts"),
     _m("hosts_backing_off", "gauge", "Politeness keys in back-off after 429/503 (Retry-After or doubled delay).",
        (), "hosts_backing_off"),
-    _m("host_delay_seconds", "gauge", "Quantiles of the current per-key delay over keys with work.",
+    _m("host_delay_seconds", "summary", "Quantiles of the current per-key delay over keys with work.",
        ("quantile",), "host_delay_s"),
     _m("ip_request_rate_max", "gauge", "Request starts per second to the busiest resolved IP, over the last "
        "window (see docs).", (), "ip_request_rate_max"),
@@ -105,7 +105,7 @@ METRICS: tuple[MetricDef, ...] = (
        ("kind",), "dup_ratio"),
     _m("trap_suspects_open", "gauge", "Open trap suspicions awaiting review.", (), "trap_suspects_open"),
     _m("soft404_ratio", "gauge", "Share of 200 answers classified as soft-404.", (), "soft404_ratio"),
-    _m("freshness_age_seconds", "gauge", "Time since the last fetch of each tracked URL (the age of the stored "
+    _m("freshness_age_seconds", "summary", "Time since the last fetch of each tracked URL (the age of the stored "
        "copy, not of the live page's change), p50/p90 per recrawl tier; tier=sample: the coverage sample.",
        ("tier", "quantile"), "freshness_age_s"),
     _m("frontier_disk_bytes", "gauge", "Size of the crawl database on disk (crawl.db plus its WAL).",
@@ -121,7 +121,7 @@ METRICS: tuple[MetricDef, ...] = (
        (), "coverage_sample.hit_ratio"),
     _m("coverage_sample_urls", "gauge", "URLs in the coverage sample, by state (fetched, unfetched).",
        ("state",), "coverage_sample.urls"),
-    _m("coverage_sample_age_seconds", "gauge", "Coverage sample age by stage: waiting = time since an "
+    _m("coverage_sample_age_seconds", "summary", "Coverage sample age by stage: waiting = time since an "
        "unfetched URL was queued, fetched = since the last fetch, parsed = since the last parse; p50/p90.",
        ("stage", "quantile"),
        "coverage_sample.age_s"),
@@ -246,6 +246,12 @@ def families(snap: dict) -> list[Metric]:
             continue
         samples = _samples(d, value)
         if not samples:
+            continue
+        if d.kind == "summary":   # quantiles only (no _sum/_count): the "quantile" label is a summary's
+            fam = Metric(d.name, d.help, "summary")
+            for labels, v in samples:
+                fam.add_sample(d.name, dict(zip(d.labels, labels)), v)
+            out.append(fam)
             continue
         if d.kind == "counter":
             fam: Metric = CounterMetricFamily(d.name, d.help, labels=list(d.labels))
