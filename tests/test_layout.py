@@ -85,3 +85,35 @@ def test_no_module_grows_past_the_split_limit():
     big = [(p.relative_to(SRC), n) for p in SRC.rglob("*.py")
            if (n := len(p.read_text().splitlines())) > 800]
     assert not big, f"split these along a seam: {big}"
+
+
+# NamedTuple's public API: underscored only so it cannot clash with a field name
+NAMEDTUPLE_API = {"_asdict", "_replace", "_fields", "_make", "_field_defaults"}
+
+
+def _foreign_private(path: Path) -> list[str]:
+    """`X._name` in `path` where X is not `self`, `cls` or `super()`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        if node.attr in NAMEDTUPLE_API:
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_runtime_module_touches_another_objects_private_attributes():
+    found = [hit for path in _modules("runtime") for hit in _foreign_private(path)]
+    assert not found, "private attributes used from outside their object:\n" + "\n".join(found)
+
+
+def test_the_private_attribute_check_sees_a_collaborator_reaching_in(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f(self, row):\n    self.c._queue(row._asdict())\n    return self._own, super()._x\n")
+    assert _foreign_private(sample) == ["sample.py:2: self.c._queue"]

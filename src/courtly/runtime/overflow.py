@@ -107,8 +107,8 @@ class Overflow:
                     continue
                 item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
                 if attempts:
-                    c._attempts[url] = attempts
-                c._queue(item, now)
+                    c.attempts[url] = attempts
+                c.queue(item, now)
                 got += 1
             added += got
             room -= got
@@ -121,5 +121,5 @@ class Overflow:
         self.reads += reads
         self.read_back += added
         if changed:
-            c._wake.set()                     # queued work, or the overflow may be empty now
+            c.wake()                          # queued work, or the overflow may be empty now
         return added

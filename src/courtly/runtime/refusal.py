@@ -186,7 +186,7 @@ def reconsider(crawler: "Crawler", settings: dict[str, str], now: float) -> int:
         log.info("reconsidered %s: %s", url, note,
                  extra={"event": "reconsidered", "crawl_id": c.crawl_id, "url": url, "reason": reason,
                         "detail": detail, "why": why})
-        c._queue(UrlItem(url=url, key=key, band=1, depth=0, via=via), now, stored=True)
+        c.queue(UrlItem(url=url, key=key, band=1, depth=0, via=via), now, stored=True)
     c.batch.meta["refusal_settings"] = json.dumps(settings, sort_keys=True)
     return len(again)
 

@@ -329,8 +329,8 @@ async def run_crawl(
                 if sender is not None:
                     sender.cancel()
                     await asyncio.gather(sender, return_exceptions=True)
-            if crawler._fatal is not None:
-                raise crawler._fatal
+            if crawler.fatal is not None:
+                raise crawler.fatal
             return stats
     finally:
         if crawler.renders is not None:
