@@ -30,7 +30,7 @@ from courtly.core.urls import (
 )
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import AdmissionHost
 
 __all__ = ["Admission"]
 
@@ -40,7 +40,7 @@ NORMALIZED_MAX = 50_000   # raw link -> normalised form, for links that repeat (
 
 
 class Admission:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "AdmissionHost") -> None:
         self.c = crawler
         self._pending: set[str] = set()     # admitted since the last commit
         # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat

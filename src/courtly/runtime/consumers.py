@@ -43,7 +43,7 @@ from courtly.core.types import UrlItem
 from courtly.core.urls import UrlError, host_of_normalized, politeness_key
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import ConsumersHost
 
 __all__ = ["Consumers", "PAGE_KINDS", "stream_path"]
 
@@ -66,7 +66,7 @@ def _iso(at: float) -> str:
 
 
 class Consumers:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "ConsumersHost") -> None:
         self.c = crawler
         cfg = crawler.cfg
         self.enabled = False

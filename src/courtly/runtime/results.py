@@ -28,7 +28,7 @@ from courtly.core.urls import host_of_normalized, origin_text_of_normalized
 from courtly.runtime.recrawl import XML_TYPES
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import ResultsHost
 
 __all__ = ["Results", "is_xml", "host_down_detail"]
 
@@ -38,7 +38,7 @@ TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
 
 
 class Results:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "ResultsHost") -> None:
         self.c = crawler
         self.extracting: set[str] = set()   # URLs whose page is being extracted
         self.backlog_max = crawler.cfg.extract.backlog_max

@@ -39,7 +39,7 @@ from courtly.core.purge import Purge, PurgeList, Scope
 from courtly.core.types import Reason
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import TakedownHost
 
 __all__ = ["Takedowns", "PurgedNow"]
 
@@ -55,7 +55,7 @@ class PurgedNow(Exception):
 
 
 class Takedowns:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "TakedownHost") -> None:
         self.c = crawler
         self.list = PurgeList()
         self._last_id = 0
