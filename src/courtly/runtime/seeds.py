@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from courtly.core.urls import UrlError, normalize_url
-from courtly.runtime.wiring import UsageError
+from courtly.runtime.exits import UsageError
 
 if TYPE_CHECKING:
     from courtly.runtime.roles import SeedsHost
