@@ -1,7 +1,7 @@
 """A real Crawler and SqliteStore driven in this process, without a network:
 a manual clock (tests/clock_support.py), a fetcher that answers 200 after
 0.1 s of that clock and notes when each request left and was answered, and
-no WARC writer. Requests go through `Crawler._request`, so the key's and the
+no WARC writer. Requests go through `Crawler.request`, so the key's and the
 IP's politeness limits apply as in a crawl; the gaps are read from the
 fetcher's notes."""
 
@@ -58,7 +58,7 @@ def fetch(c: Crawler, *urls: str) -> None:
         for url in urls:
             host = split_origin(url).host
             key = politeness_key(host, c.cfg.crawl.politeness_key)
-            await c._request(url, key, f"10.0.0.{1 + sum(map(ord, host)) % 250}", None, {})
+            await c.request(url, key, f"10.0.0.{1 + sum(map(ord, host)) % 250}", None, {})
 
     asyncio.run(go())
 

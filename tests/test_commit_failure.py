@@ -57,5 +57,5 @@ def test_a_failing_committer_stops_the_crawl_with_its_error(tmp_path):
 
     with pytest.raises(RuntimeError, match="does not expect"):
         asyncio.run(bounded())
-    assert isinstance(c._fatal, RuntimeError) and c.stopping
+    assert isinstance(c.fatal, RuntimeError) and c.stopping
     store.close()

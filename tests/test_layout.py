@@ -85,3 +85,95 @@ def test_no_module_grows_past_the_split_limit():
     big = [(p.relative_to(SRC), n) for p in SRC.rglob("*.py")
            if (n := len(p.read_text().splitlines())) > 800]
     assert not big, f"split these along a seam: {big}"
+
+
+# NamedTuple's public API: underscored only so it cannot clash with a field name
+NAMEDTUPLE_API = {"_asdict", "_replace", "_fields", "_make", "_field_defaults"}
+
+
+def _foreign_private(path: Path) -> list[str]:
+    """`X._name` in `path` where X is not `self`, `cls` or `super()`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        if node.attr in NAMEDTUPLE_API:
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_runtime_module_touches_another_objects_private_attributes():
+    found = [hit for path in _modules("runtime") for hit in _foreign_private(path)]
+    assert not found, "private attributes used from outside their object:\n" + "\n".join(found)
+
+
+def test_the_private_attribute_check_sees_a_collaborator_reaching_in(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f(self, row):\n    self.c._queue(row._asdict())\n    return self._own, super()._x\n")
+    assert _foreign_private(sample) == ["sample.py:2: self.c._queue"]
+
+
+def _module_level_runtime_imports(path: Path) -> set[str]:
+    """The `courtly.runtime` modules `path` imports outside any function or class
+    (those under `if TYPE_CHECKING:` count too: a type is a dependency as well).
+    Imports inside a function (the commands' deferred ones) are left out."""
+    found: set[str] = set()
+    todo = list(ast.parse(path.read_text()).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "courtly.runtime":
+                found.update(f"courtly.runtime.{a.name}" for a in node.names)
+            elif node.module.startswith("courtly.runtime."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("courtly.runtime."))
+        todo.extend(ast.iter_child_nodes(node))
+    return {name.split(".")[2] for name in found}
+
+
+def _a_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of `graph` as [a, b, ..., a], or [] when it has none."""
+    state: dict[str, int] = {}     # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_runtime_modules_import_each_other_without_a_cycle():
+    graph = {p.stem: _module_level_runtime_imports(p) - {p.stem} for p in _modules("runtime")}
+    assert not _a_cycle(graph), " -> ".join(_a_cycle(graph))
+
+
+def test_the_cycle_check_finds_a_type_checking_cycle(tmp_path):
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    from courtly.runtime.b import B\n")
+    (tmp_path / "b.py").write_text("from courtly.runtime.a import A\n"
+                                   "def later():\n    from courtly.runtime.c import C\n")
+    graph = {p.stem: _module_level_runtime_imports(p) for p in sorted(tmp_path.glob("*.py"))}
+    assert graph == {"a": {"b"}, "b": {"a"}}
+    assert _a_cycle(graph) == ["a", "b", "a"]
+    assert _a_cycle({"a": {"b"}, "b": set()}) == []

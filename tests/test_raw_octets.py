@@ -121,7 +121,7 @@ def test_a_sitemap_that_declares_an_unknown_encoding_is_read_as_no_sitemap(tmp_p
     asyncio.run(c.run())
     states = dict(c.store._db.execute("SELECT url, state FROM urls"))
     c.store.close()
-    assert c._fatal is None, repr(c._fatal)   # what the command raises at the end of run()
+    assert c.fatal is None, repr(c.fatal)   # what the command raises at the end of run()
     assert states["https://a.example/s1.xml"] == states["https://a.example/s2.xml"] == "fetched"
     assert "https://a.example/p" not in states
 

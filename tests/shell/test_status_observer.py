@@ -49,7 +49,7 @@ def test_observer_reads_the_crawlers_own_state(tmp_path):
     obs = CrawlObserver(c)                     # attached after the seeds: their decision still counts
     c.decide("https://b.example/private", "b.example", "https://b.example/x", Reason.ROBOTS,
              "https://b.example/robots.txt", T0 + 1)
-    # the crawler calls these hooks around every request (Crawler._request)
+    # the crawler calls these hooks around every request (Crawler.request)
     assert obs in c.observers
     obs.on_request("https://a.example/", "10.0.0.1")
     result = asyncio.run(c.fetcher.fetch("https://a.example/", ip="10.0.0.1", headers={}))

@@ -30,7 +30,7 @@ from courtly.core.urls import (
 )
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import AdmissionHost
 
 __all__ = ["Admission"]
 
@@ -40,7 +40,7 @@ NORMALIZED_MAX = 50_000   # raw link -> normalised form, for links that repeat (
 
 
 class Admission:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "AdmissionHost") -> None:
         self.c = crawler
         self._pending: set[str] = set()     # admitted since the last commit
         # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat
@@ -78,6 +78,10 @@ class Admission:
             recent.popitem(last=False)
         self._pending.clear()
 
+    def remember(self, url: str) -> None:
+        """`url` is in the store already (claimed from a worker's inbox): seen."""
+        self._recent[url] = None
+
     def _is_seen(self, url: str) -> bool:
         seen = self.c.seen
         if url not in seen:
@@ -108,7 +112,7 @@ class Admission:
         c = self.c
         via_s = via or ""
         try:
-            url = self._normalize(raw)
+            url = self.normalize(raw)
         except UrlError as e:
             # Record under the raw form: it has no normalised one.
             if raw not in c.seen:
@@ -165,9 +169,9 @@ class Admission:
     def enqueue(self, item: UrlItem, now: float) -> bool:
         """Queue a newly admitted URL (a distributed worker routes it instead);
         it is in the batch as a queued record, so it may wait in the store."""
-        return self.c._queue(item, now, stored=True)
+        return self.c.queue(item, now, stored=True)
 
-    def _normalize(self, raw: str) -> str:
+    def normalize(self, raw: str) -> str:
         """`normalize_url(raw)` under the crawl's rules, remembered; raises UrlError."""
         url = self._normalized.get(raw)
         if url is None:
@@ -184,7 +188,7 @@ class Admission:
         out = []
         for raw in urls:
             try:
-                out.append(self._normalize(raw))
+                out.append(self.normalize(raw))
             except UrlError:
                 pass
         return out
@@ -236,7 +240,7 @@ class Admission:
     def _refuse_nofollow(self, raw: str, item: UrlItem, now: float, depth: int, why: str) -> None:
         c = self.c
         try:
-            url = self._normalize(raw)
+            url = self.normalize(raw)
         except UrlError:
             return
         if self._is_seen(url):

@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import BloomHost
 
 __all__ = ["BloomWatch"]
 
@@ -33,7 +33,7 @@ log = logging.getLogger("courtly")
 
 
 class BloomWatch:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "BloomHost") -> None:
         self.c = crawler
         self.resizes = 0
         self.at_max_warned = False

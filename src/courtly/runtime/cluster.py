@@ -129,8 +129,8 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                 servers.append(status_server(worker, status, out=local))
                 await start_servers(servers)()
             stats = await worker.run()
-            if worker._fatal is not None:
-                raise worker._fatal
+            if worker.fatal is not None:
+                raise worker.fatal
             return worker, stats
     finally:
         for server in servers:

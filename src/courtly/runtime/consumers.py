@@ -43,7 +43,7 @@ from courtly.core.types import UrlItem
 from courtly.core.urls import UrlError, host_of_normalized, politeness_key
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import ConsumersHost
 
 __all__ = ["Consumers", "PAGE_KINDS", "stream_path"]
 
@@ -66,7 +66,7 @@ def _iso(at: float) -> str:
 
 
 class Consumers:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "ConsumersHost") -> None:
         self.c = crawler
         cfg = crawler.cfg
         self.enabled = False
@@ -122,7 +122,7 @@ class Consumers:
 
     def _normalized(self, raw: str) -> str:
         try:
-            return self.c.admission._normalize(raw)
+            return self.c.admission.normalize(raw)
         except UrlError:
             return ""
 
@@ -173,7 +173,7 @@ class Consumers:
         elif record["reason"] == "quota" and self.store.requeue_quota(url):
             # turned away by a quota before: asked again, it is queued again (and checked again)
             self._own(url, (consumer,))
-            c._queue(UrlItem(url=url, key=record["key"], band=priority, depth=record["depth"],
+            c.queue(UrlItem(url=url, key=record["key"], band=priority, depth=record["depth"],
                              via=record["via"]), now)
         elif record["state"] in ("skipped", "failed"):
             self._rows.append(self._row(consumer, url, record["key"], now, "decision", 0, 0, "", "", 0, 0.0,

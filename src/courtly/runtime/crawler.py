@@ -161,7 +161,7 @@ class Crawler(LeaseRequests):
         self._budget_saved_at = 0.0
         self.stats = CrawlStats()
         self.batch = Batch()
-        self._attempts: dict[str, int] = {}
+        self.attempts: dict[str, int] = {}   # URL -> tries so far (results and overflow count them)
         self._hold: dict[str, float] = {}
         self._warned_impolite = False
         self._reserved = 0     # pages being served (for the --max-pages budget)
@@ -207,8 +207,8 @@ class Crawler(LeaseRequests):
                 continue
             item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
             if attempts:
-                self._attempts[url] = attempts
-            self._queue(item, now, stored=True)
+                self.attempts[url] = attempts
+            self.queue(item, now, stored=True)
             n += 1
         self.consumers.poll(now)
         return n
@@ -288,7 +288,7 @@ class Crawler(LeaseRequests):
         for t in list(self._tasks):
             t.cancel()
 
-    async def _pause_until(self, at: float) -> None:
+    async def pause_until(self, at: float) -> None:
         """`clock.sleep_until(at)`, cut short by `stop()` (the caller checks
         `_stopping` next): a stopping crawl sends nothing more, so it must not
         wait out a politeness delay or a back-off first."""
@@ -385,7 +385,7 @@ class Crawler(LeaseRequests):
                 self.recrawl.released(url, now)
                 continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
-            self._queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
+            self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
 
     def _queue_checks(self, now: float) -> None:
         """Queue the watches due now (runtime/monitor): a URL new to the crawl
@@ -396,8 +396,22 @@ class Crawler(LeaseRequests):
                     self.monitor.released(url, now)
                 continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
-            if not self._queue(UrlItem(url=url, key=key, band=2, depth=0, kind="recrawl"), now):
+            if not self.queue(UrlItem(url=url, key=key, band=2, depth=0, kind="recrawl"), now):
                 self.monitor.released(url, now)
+
+    def wake(self) -> None:
+        """Queued work or a finished task: the main loop looks again now."""
+        self._wake.set()
+
+    def track(self, t: asyncio.Task) -> None:
+        """Work the crawl waits for before it ends (a page's extraction)."""
+        self._processing.add(t)
+        t.add_done_callback(self._task_done)
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The bug that stopped the crawl, if one did (the command raises it)."""
+        return self._fatal
 
     def _task_done(self, t: asyncio.Task) -> None:
         self._tasks.discard(t)
@@ -437,7 +451,7 @@ class Crawler(LeaseRequests):
 
     # ---- queueing -------------------------------------------------------------
 
-    def _queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
+    def queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
         """Queue `item`. `stored`: it is a queued record in the store or the
         current batch, so it may wait there when memory is full (runtime/overflow)."""
         for o in self.observers:
@@ -537,7 +551,7 @@ class Crawler(LeaseRequests):
                         self.politeness.delay_s_min(item.key, now), item.key, ip)
         view = self.robots.lookup(origin_s, now)
         if view.state is RobotsState.NEED_FETCH:
-            if not await self._fetch_robots(origin_s, item.key, lease):
+            if not await self.fetch_robots(origin_s, item.key, lease):
                 return "lost"
             view = self.robots.lookup(origin_s, self.clock.now())
         if view.state is not RobotsState.READY:
@@ -573,7 +587,7 @@ class Crawler(LeaseRequests):
             return "done"
         headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
         try:
-            result = await self._request(item.url, item.key, ip, lease, headers)
+            result = await self.request(item.url, item.key, ip, lease, headers)
         except PurgedNow as e:    # purged while it waited for its slot
             self.takedowns.decide(item.url, item.key, item.via, e.purge, self.clock.now(), item.depth)
             return "done"

@@ -26,7 +26,11 @@ import errno
 import sqlite3
 from enum import IntEnum
 
-__all__ = ["Exit", "crawl_exit", "environment_problem", "ENVIRONMENT_ERRNOS", "EXIT_HELP"]
+__all__ = ["Exit", "UsageError", "crawl_exit", "environment_problem", "ENVIRONMENT_ERRNOS", "EXIT_HELP"]
+
+
+class UsageError(Exception):
+    """Bad command-line input (one-line message); the command exits with `Exit.BAD_INPUT` (2)."""
 
 
 class Exit(IntEnum):

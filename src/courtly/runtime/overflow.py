@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from courtly.core.types import UrlItem
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import OverflowHost
 
 __all__ = ["Overflow", "VISIT_MAX", "READS_MAX"]
 
@@ -40,7 +40,7 @@ READS_MAX = 2_000      # store reads per commit (each ~50 us on a warm index)
 
 
 class Overflow:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "OverflowHost") -> None:
         self.c = crawler
         f = crawler.cfg.frontier
         self.memory_max = f.memory_max
@@ -107,8 +107,8 @@ class Overflow:
                     continue
                 item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
                 if attempts:
-                    c._attempts[url] = attempts
-                c._queue(item, now)
+                    c.attempts[url] = attempts
+                c.queue(item, now)
                 got += 1
             added += got
             room -= got
@@ -121,5 +121,5 @@ class Overflow:
         self.reads += reads
         self.read_back += added
         if changed:
-            c._wake.set()                     # queued work, or the overflow may be empty now
+            c.wake()                          # queued work, or the overflow may be empty now
         return added

@@ -35,7 +35,7 @@ from courtly.core.urls import host_of_normalized, politeness_key
 
 if TYPE_CHECKING:
     from courtly.config import Config
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import RefusalHost
 
 __all__ = ["fix_for", "refusal_line", "SeedRefusals", "settings_of", "reconsider", "RECONSIDERED"]
 
@@ -158,7 +158,7 @@ def _why_again(reason: str, before: dict[str, str], now: dict[str, str]) -> str:
     return ""
 
 
-def reconsider(crawler: "Crawler", settings: dict[str, str], now: float) -> int:
+def reconsider(crawler: "RefusalHost", settings: dict[str, str], now: float) -> int:
     """Queue again the refused seed-stage URLs whose setting changed (see the
     module docstring); record each with a `reconsidered` flag. Call after the
     seeds are fed (the scope knows them). Returns how many."""
@@ -186,7 +186,7 @@ def reconsider(crawler: "Crawler", settings: dict[str, str], now: float) -> int:
         log.info("reconsidered %s: %s", url, note,
                  extra={"event": "reconsidered", "crawl_id": c.crawl_id, "url": url, "reason": reason,
                         "detail": detail, "why": why})
-        c._queue(UrlItem(url=url, key=key, band=1, depth=0, via=via), now, stored=True)
+        c.queue(UrlItem(url=url, key=key, band=1, depth=0, via=via), now, stored=True)
     c.batch.meta["refusal_settings"] = json.dumps(settings, sort_keys=True)
     return len(again)
 

@@ -20,7 +20,7 @@ How it works
   origin obeyed (fetched first if need be, as for a page); then it waits for
   its key's and its IP's turn unless that turn falls after the render's
   deadline (then it is dropped), and goes out through the crawl's own
-  `_request` (the same fetcher, the same politeness state: invariants 1 and 2
+  `request` (the same fetcher, the same politeness state: invariants 1 and 2
   hold for subrequests because they are the same requests). Its exchange is
   written to WARC (fetch kind `render-subrequest`) and fulfilled into the
   page. A refused subrequest is aborted in the browser and flagged
@@ -269,7 +269,7 @@ class SubrequestGate:
         if not await self._wait_for_turn(key, ip, deadline_at):
             return self._refuse(url, RenderRefusal.STOPPING if c.stopping else RenderRefusal.DEADLINE)
         try:
-            result = await c._request(url, key, ip, None, {})
+            result = await c.request(url, key, ip, None, {})
         except PurgedNow:
             return self._refuse(url, str(Reason.PURGED))
         if result is None:
@@ -287,7 +287,7 @@ class SubrequestGate:
         origin = origin_text_of_normalized(url)
         view = c.robots.lookup(origin, c.clock.now())
         if view.state is RobotsState.NEED_FETCH:
-            if not await c._fetch_robots(origin, key, None):
+            if not await c.fetch_robots(origin, key, None):
                 return RenderRefusal.STOPPING
             view = c.robots.lookup(origin, c.clock.now())
         if view.state is not RobotsState.READY:
@@ -297,7 +297,7 @@ class SubrequestGate:
 
     async def _wait_for_turn(self, key: str, ip: str, deadline_at: float) -> bool:
         """Sleep until the key's and the IP's next turn; False when that turn
-        falls after the render's deadline or the crawl stops. (`_request`
+        falls after the render's deadline or the crawl stops. (`request`
         still checks both, and waits for the rare request that took the turn.)"""
         c = self.r.c
         for _ in range(1000):
@@ -309,7 +309,7 @@ class SubrequestGate:
                 return False
             if ready <= now:
                 return True
-            await c._pause_until(ready)
+            await c.pause_until(ready)
         return False
 
     def _refuse(self, url: str, reason: str) -> str:

@@ -1,5 +1,5 @@
 """The requests of one lease: one request under the key's and the IP's
-limits (`_request`), robots.txt with its redirects (`_fetch_robots`), the
+limits (`request`), robots.txt with its redirects (`fetch_robots`), the
 soft-404 probe (`_probe_soft404`), and the hooks a distributed worker
 overrides (`_may_send`, `_shared_ip_slot`, `_shared_ip_done`). A mixin of
 `Crawler` (runtime/crawler.py, whose module doc gives the order of the
@@ -27,7 +27,7 @@ SITEMAPS_PER_ORIGIN_MAX = 20
 class LeaseRequests:
     """Requests made while serving a lease (see the module doc)."""
 
-    async def _request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
+    async def request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
         """One request under the key's and the IP's limits. None if the lease was
         lost or the crawl is stopping (the URL stays queued)."""
         lock = self._key_locks.get(key)
@@ -40,7 +40,7 @@ class LeaseRequests:
                 now = self.clock.now()
                 ready = self.politeness.ready_at(key, now)
                 if ready > now:
-                    await self._pause_until(ready)
+                    await self.pause_until(ready)
                     continue
                 ip_ready = self.politeness.ip_ready_at(ip, now, key)
                 if ip_ready is None:
@@ -49,7 +49,7 @@ class LeaseRequests:
                     await ev.wait()
                     continue
                 if ip_ready > now:
-                    await self._pause_until(ip_ready)
+                    await self.pause_until(ip_ready)
                     continue
                 if not await self._shared_ip_slot(ip, key):
                     continue    # waited for a limit shared with other workers: check again
@@ -119,7 +119,7 @@ class LeaseRequests:
             self.budget.record_probe(origin, url, 404, b"", "", now)  # may not ask: assume honest
             return True
         try:
-            result = await self._request(url, key, ip, lease, {})
+            result = await self.request(url, key, ip, lease, {})
         except PurgedNow:
             self.budget.record_probe(origin, url, 404, b"", "", self.clock.now())  # may not ask
             return True
@@ -133,7 +133,7 @@ class LeaseRequests:
 
     # ---- robots.txt -----------------------------------------------------------
 
-    async def _fetch_robots(self, origin: str, key: str, lease: Lease) -> bool:
+    async def fetch_robots(self, origin: str, key: str, lease: Lease) -> bool:
         now = self.clock.now()
         self.robots.fetch_started(origin, now)
         url = origin + "/robots.txt"
@@ -150,7 +150,7 @@ class LeaseRequests:
                 outcome = RobotsFailed("non_public" if e.reason == Reason.NON_PUBLIC else "dns")
                 break
             try:
-                result = await self._request(url, hop_key, ip, lease if hop_key == key else None, {})
+                result = await self.request(url, hop_key, ip, lease if hop_key == key else None, {})
             except PurgedNow:
                 outcome = RobotsFailed("network")   # may not ask: disallow all, retried later
                 break

@@ -28,7 +28,7 @@ from courtly.core.urls import host_of_normalized, origin_text_of_normalized
 from courtly.runtime.recrawl import XML_TYPES
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import ResultsHost
 
 __all__ = ["Results", "is_xml", "host_down_detail"]
 
@@ -38,7 +38,7 @@ TRANSIENT_ERRORS = frozenset({"timeout", "connect", "reset"})
 
 
 class Results:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "ResultsHost") -> None:
         self.c = crawler
         self.extracting: set[str] = set()   # URLs whose page is being extracted
         self.backlog_max = crawler.cfg.extract.backlog_max
@@ -107,23 +107,23 @@ class Results:
             held = self.host_failing(item, result, now)
             if held is not None:
                 return held
-            attempts = c._attempts.get(item.url, 0) + 1
+            attempts = c.attempts.get(item.url, 0) + 1
             transient = status != 0 or result.error in TRANSIENT_ERRORS
             if transient and attempts <= c.cfg.crawl.retries_max:
-                c._attempts[item.url] = attempts
+                c.attempts[item.url] = attempts
                 c.stats.retries += 1
                 c.batch.requeued.append((attempts, item.url))
                 if status in (429, 503):
                     return "retry-later"   # stays first in the batch, which goes back whole
-                c._queue(item, now, stored=True)
+                c.queue(item, now, stored=True)
                 return "done"
-            c._attempts.pop(item.url, None)
+            c.attempts.pop(item.url, None)
             detail = f"status {status}" if status else f"{result.error}: {result.error_detail}"
             c.decide(item.url, item.key, item.via, Reason.ERROR,
                         f"{detail} after {attempts} attempts", now, item.depth, state="failed")
             return "done"
         self._count(status)
-        c._attempts.pop(item.url, None)
+        c.attempts.pop(item.url, None)
         kind = "recrawl" if item.kind == "recrawl" else "page"
         meta = {"via": item.via, "depth": str(item.depth), "fetch-reason": item.kind}
         if status == 304:
@@ -170,8 +170,7 @@ class Results:
                 await self._wait_for_room()
             self.extracting.add(item.url)   # still a queued record until its batch commits
             t = asyncio.create_task(self.extract(item, result, record_id))
-            c._processing.add(t)
-            t.add_done_callback(c._task_done)
+            c.track(t)
             return "done"
         if status in (404, 410):   # a real "not found": the host's soft-404 question is settled
             c.budget.note_not_found(origin_text_of_normalized(item.url), now)

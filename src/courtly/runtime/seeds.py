@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from courtly.core.urls import UrlError, normalize_url
-from courtly.runtime.wiring import UsageError
+from courtly.runtime.exits import UsageError
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import SeedsHost
 
 __all__ = ["SeedList", "feed_seeds", "SEED_COMMIT_EVERY"]
 
@@ -76,7 +76,7 @@ class SeedList:
         return self._count
 
 
-async def feed_seeds(crawler: "Crawler", seeds: Iterable[str]) -> int:
+async def feed_seeds(crawler: "SeedsHost", seeds: Iterable[str]) -> int:
     """Admit seeds from an iterable of any length in chunks: committed every
     SEED_COMMIT_EVERY, so the batch and the frontier's memory stay bounded
     (runtime/overflow), and the event loop runs between chunks, so Ctrl-C

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from courtly.core.sitekey import politeness_key
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import SlowdownHost
 
 __all__ = ["Complaints"]
 
@@ -31,7 +31,7 @@ log = logging.getLogger("courtly")
 class Complaints:
     """The running crawl's side: open complaints -> slowed politeness keys."""
 
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "SlowdownHost") -> None:
         self.c = crawler
         self.slowed: dict[str, tuple[int, ...]] = {}   # key -> ids of the open complaints on it
 

@@ -17,7 +17,7 @@ runs. This module is the running crawl's side:
 * From then on nothing in scope is fetched: admission refuses discovered URLs
   (decision PURGED), `drop` removes purged URLs from a lease the moment it is
   handed out (each with a decision), `Crawler._serve` checks before any work
-  and `Crawler._request` checks again right before the request is sent (the
+  and `Crawler.request` checks again right before the request is sent (the
   URL may have waited for its politeness slot across the poll). Requests
   already on the wire when a purge is taken up finish; they are named in the
   "applied" log line, and their content is never exported.
@@ -39,7 +39,7 @@ from courtly.core.purge import Purge, PurgeList, Scope
 from courtly.core.types import Reason
 
 if TYPE_CHECKING:
-    from courtly.runtime.crawler import Crawler
+    from courtly.runtime.roles import TakedownHost
 
 __all__ = ["Takedowns", "PurgedNow"]
 
@@ -55,7 +55,7 @@ class PurgedNow(Exception):
 
 
 class Takedowns:
-    def __init__(self, crawler: "Crawler") -> None:
+    def __init__(self, crawler: "TakedownHost") -> None:
         self.c = crawler
         self.list = PurgeList()
         self._last_id = 0
@@ -142,7 +142,7 @@ class Takedowns:
         if kept:
             return replace(lease, items=tuple(kept))
         # no request was made: the key's politeness state is untouched, and any
-        # later lease of it still waits for its next fetch time in _request
+        # later lease of it still waits for its next fetch time in request
         self.c.frontier.complete(lease.lease_id, now, [])
         return None
 

@@ -28,6 +28,7 @@ from courtly import __version__
 from courtly.config import Config, ConfigError
 from courtly.core.netpolicy import NetPolicy
 from courtly.runtime.crawler import Crawler, CrawlStats
+from courtly.runtime.exits import UsageError   # (defined there so runtime/seeds needs not import this module)
 from courtly.runtime.render import page_renders
 from courtly.shell.clock import SystemClock
 from courtly.shell.extract import ExtractPool
@@ -41,10 +42,6 @@ log = logging.getLogger("courtly")
 
 __all__ = ["UsageError", "CrawlFolderError", "crawl_folder", "resolve_overrides", "run_crawl",
            "crawl_with_progress", "run_async"]
-
-
-class UsageError(Exception):
-    """Bad command-line input (one-line message)."""
 
 
 class CrawlFolderError(Exception):
@@ -312,7 +309,7 @@ async def run_crawl(
         with stop_on_signals(crawler.stop, install_signals, abort=crawler.abort,
                              stopped_by=lambda name: setattr(crawler.stats, "stopped_by", name)):
             from courtly.runtime import refusal
-            from courtly.runtime.seeds import feed_seeds   # (seeds imports this module)
+            from courtly.runtime.seeds import feed_seeds
 
             crawler.load()
             crawler.on_seed_refused = refusal.SeedRefusals(cfg.crawl.scope, crawler.crawl_id, crawler.stats)
@@ -329,8 +326,8 @@ async def run_crawl(
                 if sender is not None:
                     sender.cancel()
                     await asyncio.gather(sender, return_exceptions=True)
-            if crawler._fatal is not None:
-                raise crawler._fatal
+            if crawler.fatal is not None:
+                raise crawler.fatal
             return stats
     finally:
         if crawler.renders is not None:

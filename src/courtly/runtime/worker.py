@@ -108,11 +108,11 @@ class _TrackedResults(Results):
     async def extract(self, item: UrlItem, result, record_id: str = "") -> None:
         w: Worker = self.c   # type: ignore[assignment]
         p = w.partition(item.key)
-        w._busy[p] += 1
+        w.busy_begin(p)
         try:
             await super().extract(item, result, record_id)
         finally:
-            w._unbusy(p)
+            w.busy_end(p)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +148,13 @@ class _GatedFetcher:
 
     async def fetch(self, url: str, *, ip: str | None = None, headers=None):
         w = self.w
-        sending, w._sending = w._sending, None
+        sending = w.take_sending()
         if sending is None:
             return await self.inner.fetch(url, ip=ip, headers=headers)
         p, epoch = sending
 
         def gate() -> bool:
-            return not w._stopping and w.own.may_fetch(p, epoch, w.clock.now())
+            return not w.stopping and w.own.may_fetch(p, epoch, w.clock.now())
 
         return await self.inner.fetch(url, ip=ip, headers=headers, gate=gate)
 
@@ -216,7 +216,11 @@ class Worker(Crawler):
     def busy(self, partition: int) -> bool:
         return self._busy.get(partition, 0) > 0
 
-    def _unbusy(self, p: int) -> None:
+    def busy_begin(self, p: int) -> None:
+        """Work of partition `p` started (a lease, an extraction): it writes later."""
+        self._busy[p] += 1
+
+    def busy_end(self, p: int) -> None:
         self._busy[p] -= 1
         if self._busy[p] <= 0:
             del self._busy[p]
@@ -270,7 +274,7 @@ class Worker(Crawler):
 
     # ---- queueing -----------------------------------------------------------------------
 
-    def _queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
+    def queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
         # `stored` is ignored: a worker's memory is bounded by its inbox claims,
         # so nothing waits in the store only (runtime/overflow is the embedded mode's)
         p = self.partition(item.key)
@@ -281,7 +285,7 @@ class Worker(Crawler):
             keys.add(item.key)
             if now < self._hold_until and not self.politeness.key(item.key).fetches:
                 self.politeness.hold_key_until(item.key, self._hold_until)
-        return super()._queue(item, now)
+        return super().queue(item, now)
 
     def _idle(self) -> bool:
         return False     # a worker waits for more work; it stops on stop()
@@ -322,10 +326,10 @@ class Worker(Crawler):
                 continue
             claimed.add(url)
             self.seen.add(url)
-            self.admission._recent[url] = None
+            self.admission.remember(url)
             if attempts:
-                self._attempts[url] = attempts
-            self._queue(UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects), now)
+                self.attempts[url] = attempts
+            self.queue(UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects), now)
             self.wstats.claimed += 1
         return len(rows)
 
@@ -373,18 +377,18 @@ class Worker(Crawler):
     async def _run_lease(self, lease) -> None:
         p = self.partition(lease.key)
         self._lease_epoch[lease.lease_id] = self.own.epoch(p)
-        self._busy[p] += 1
+        self.busy_begin(p)
         try:
             await super()._run_lease(lease)
         finally:
-            self._unbusy(p)
+            self.busy_end(p)
             self._lease_epoch.pop(lease.lease_id, None)
 
-    async def _request(self, url: str, key: str, ip: str, lease, headers: dict):
+    async def request(self, url: str, key: str, ip: str, lease, headers: dict):
         if lease is None and self.own.epoch(self.partition(key)) is None:
             self.wstats.not_owner_hops += 1
             return _Unsent(url=url, started_at=self.clock.now())
-        result = await super()._request(url, key, ip, lease, headers)
+        result = await super().request(url, key, ip, lease, headers)
         if result is not None and result.error == "not_sent":
             self.wstats.not_sent += 1
             return None       # the lease ended while it waited for a connection: nothing left
@@ -399,6 +403,11 @@ class Worker(Crawler):
             return False
         self._sending = (p, epoch)     # the fetcher asks the gate again (see _GatedFetcher)
         return True
+
+    def take_sending(self) -> tuple[int, int | None] | None:
+        """The partition and epoch `_may_send` just let go, once (the fetcher's gate)."""
+        sending, self._sending = self._sending, None
+        return sending
 
     async def _shared_ip_slot(self, ip: str, key: str) -> bool:
         if self._slots.get(key) == ip:
