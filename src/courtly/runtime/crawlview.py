@@ -22,7 +22,7 @@ How it works:
 - ``timeline(buckets)`` counts the fetch log per time bucket over the whole
   crawl (pages, robots.txt, errors, bytes, 4xx and 5xx), so a chart opened
   after the crawl shows all of it.
-- ``explain(url)`` is `runtime.report.explain_data` on this connection.
+- ``explain(url)`` is `explain_data` (below; `courtly explain` uses it too) on this connection.
 - ``url_page``, ``capture_file`` and ``timeline_of`` open a view of their
   own for one call: what `courtly serve` and the live status page (which
   runs them in a thread) both answer `/api/urls`, `/capture` and
@@ -357,8 +357,6 @@ class CrawlView:
         return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
 
     def explain(self, url: str) -> dict:
-        from courtly.runtime.report import explain_data
-
         return explain_data(self, url)
 
     def capture(self, url: str, warc: str) -> dict | None:
@@ -424,3 +422,31 @@ def _host_state(suspect: bool, backing: bool, queued: int, next_at: float | None
     if queued:
         return "waiting" if next_at and next_at > now else "ready"
     return "done"
+
+
+def explain_data(reader, url: str) -> dict:
+    """A URL's history from `reader` (a `SqliteStore` or a read-only
+    `CrawlView`): url, normalized, record, fetches, via_chain, links_sample,
+    note, flags, found."""
+    from courtly.core.urls import UrlError, normalize_url
+
+    try:
+        norm = normalize_url(url)
+    except UrlError as e:
+        norm = url
+        note = f"not a crawlable URL ({e.reason}): {e}"
+    else:
+        note = ""
+    rec = reader.url_record(norm) or (reader.url_record(url) if norm != url else None)
+    chain = []
+    if rec:
+        via = rec["via"]
+        while via and len(chain) < 20:
+            chain.append(via)
+            parent = reader.url_record(via)
+            via = parent["via"] if parent else ""
+    return {"url": url, "normalized": norm, "record": rec,
+            "fetches": reader.url_fetches(rec["url"]) if rec else [], "via_chain": chain,
+            "links_sample": reader.linked_from(rec["url"]) if rec else [], "note": note,
+            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in (reader.url_flags(rec["url"]) if rec else [])],
+            "found": rec is not None}

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from courtly.runtime.abuse import complaint_lines, open_complaints
+from courtly.runtime.crawlview import explain_data
 from courtly.runtime.health_view import health_line, health_lines, unhealthy_hosts
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
@@ -51,34 +52,6 @@ def _open_suspects(out: Path) -> int:
     if not raw:
         return 0
     return len(TrapGuard.restore(json.loads(raw), TrapConfig(), random.Random(0)).suspects())
-
-
-def explain_data(reader, url: str) -> dict:
-    """A URL's history from `reader` (a `SqliteStore` or a read-only
-    `CrawlView`): url, normalized, record, fetches, via_chain, links_sample,
-    note, flags, found."""
-    from courtly.core.urls import UrlError, normalize_url
-
-    try:
-        norm = normalize_url(url)
-    except UrlError as e:
-        norm = url
-        note = f"not a crawlable URL ({e.reason}): {e}"
-    else:
-        note = ""
-    rec = reader.url_record(norm) or (reader.url_record(url) if norm != url else None)
-    chain = []
-    if rec:
-        via = rec["via"]
-        while via and len(chain) < 20:
-            chain.append(via)
-            parent = reader.url_record(via)
-            via = parent["via"] if parent else ""
-    return {"url": url, "normalized": norm, "record": rec,
-            "fetches": reader.url_fetches(rec["url"]) if rec else [], "via_chain": chain,
-            "links_sample": reader.linked_from(rec["url"]) if rec else [], "note": note,
-            "flags": [{"at": a, "flag": f, "detail": d} for a, f, d in (reader.url_flags(rec["url"]) if rec else [])],
-            "found": rec is not None}
 
 
 def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:

@@ -87,9 +87,9 @@ def run(args: argparse.Namespace, usage_error: type[Exception], now: float) -> i
     if args.db:
         if cmd == "feed":
             raise usage_error("watch feed reads a crawl folder (--out), not --db")
-        from courtly.runtime.wiring import run_async
+        import asyncio
 
-        return run_async(_run_db(args, usage_error, now))
+        return asyncio.run(_run_db(args, usage_error, now))   # a few statements: no uvloop needed
     if cmd != "add" and not (out / "crawl.db").exists():
         raise usage_error(f"{out} has no watch list (no crawl.db): courtly watch add URL --out {out}")
     store = _open(out)
