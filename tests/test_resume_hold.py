@@ -17,7 +17,8 @@ import asyncio
 from clock_support import ManualClock
 from test_overflow import _config, _crawler, _Extractor, _Resolver, _Warc, fake_result
 
-from courtly.runtime.crawler import CLEAN_STOP_META, Crawler
+from courtly.runtime.crawler import Crawler
+from courtly.runtime.resume import CLEAN_STOP_META
 from courtly.shell.store.sqlite import SqliteStore
 
 SLOW_RESPONSE_S = 5.0       # x response_factor 10, smoothed: a delay of several seconds

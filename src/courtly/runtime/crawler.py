@@ -67,6 +67,7 @@ from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
 from courtly.runtime.results import Results
+from courtly.runtime.resume import CLEAN_STOP_META, hold_after_stop
 from courtly.runtime.slowdown import Complaints
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
@@ -83,12 +84,9 @@ HINT_BAND = 5          # canonical / alternate / pagination links
 # all, when the host's next request is further off than this: a task that
 # slept through the politeness delay held one of the `fetch_tasks` slots, so
 # with a 1 s delay the crawl could not pass `fetch_tasks` pages/s however
-# many hosts were ready (S2: 512 tasks, ~520 pages/s from 2,000 hosts).
+# many hosts were ready (docs/performance.md, S2).
 # Shorter waits are slept in the task: re-leasing costs more than they do.
 LEASE_HOLD_S = 0.05
-# Store meta set by the final commit of a run that stopped with nothing on the
-# wire, cleared when the next run loads: the resume hold reads it.
-CLEAN_STOP_META = "clean_stop"
 
 
 @dataclass(slots=True)
@@ -193,11 +191,12 @@ class Crawler(LeaseRequests):
         self.budget.load(self.store)
         self.recrawl.load(self.store, now)
         self.monitor.load(now)
-        for key, snap in self.store.hosts().items():
+        saved = self.store.hosts()
+        for key, snap in saved.items():
             self.politeness.restore(key, snap)
         for origin, snap in self.store.robots().items():
             self.robots.restore(origin, snap)
-        self._hold_after_crash(now)
+        hold_after_stop(self.store, self.politeness, self.cfg, saved, now)
         self.complaints.poll(now)
         n = 0
         for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
@@ -223,42 +222,6 @@ class Crawler(LeaseRequests):
 
     def in_flight_urls(self) -> list[str]:
         return list(self._in_flight)
-
-    def _hold_after_crash(self, now: float) -> None:
-        """The first requests of a resumed crawl. After a clean stop every key's
-        state is in the store (its next fetch instant and back-off included), so
-        only the IP rate window is waited out. After a crash (or an abort, which
-        cancels requests on the wire) the last requests, up to one commit
-        interval, are not in the store: each known key first waits out its own
-        delay (capped as a Crawl-delay is), a key not in the store the default
-        one, plus that interval. One key's long delay never holds the others
-        (it froze every host for up to `crawl_delay_s_max`, issue 23 item 3)."""
-        marker = self.store.get_meta(CLEAN_STOP_META)
-        clean = marker == "1"
-        if marker:
-            # cleared before any request of this run: a crash from now on is not clean
-            self.store.apply(Batch(meta={CLEAN_STOP_META: ""}))
-        saved = self.store.hosts()
-        if not saved and self.store.get_meta("started") is None:
-            return  # a fresh crawl folder
-        p = self.cfg.politeness
-        commit_s = self.cfg.store.commit_interval_s
-        ip_window_s = 1.0 + self.politeness.config.ip_margin_s
-        if clean:
-            self.politeness.hold_all_until(now + ip_window_s)
-            log.debug("resuming after a clean stop: each key keeps its saved next fetch time",
-                     extra={"event": "resume", "clean": True, "keys": len(saved)})
-            return
-        cap = max(p.delay_s, p.crawl_delay_s_max)
-        self.politeness.hold_all_until(now + max(p.delay_s, ip_window_s) + commit_s)
-        longest = 0.0
-        for key, snap in saved.items():
-            own = min(float(snap.get("delay_s", p.delay_s)), cap)
-            longest = max(longest, own)
-            self.politeness.hold_key_until(key, now + own + commit_s)
-        log.info("resuming after an unclean stop: each key first waits out its own delay"
-                 " (%.1f s at most) plus one commit interval", max(longest, p.delay_s) + commit_s,
-                 extra={"event": "resume", "clean": False, "keys": len(saved)})
 
     def add_seeds(self, seeds: Iterable[str]) -> int:
         """Admit `seeds` at once (a short list; runtime/seeds.feed_seeds streams a long one)."""
