@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from courtly.cli_log import json_logs, say, setup_logging
 from courtly.cli_parser import build_parser
 
 __all__ = ["main", "run"]
@@ -69,7 +70,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
             from courtly.runtime.serve import serve
 
             listen = _parse_status(args.listen, "--listen")
-            return serve(out, listen, replay=args.replay, say=_say)
+            return serve(out, listen, replay=args.replay, say=say)
     except (CrawlViewError, PywbError, ValueError) as e:
         raise UsageError(str(e)) from e
     return 0
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             return _reader_gone()
     parser = build_parser()
     args = parser.parse_args(argv)
-    _setup_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
+    setup_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
     if not args.command:
         parser.print_help()
         return 2
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = _environment_problem(e)
         if problem:
             return _environment_exit(problem)
-        if _JSON_LOGS:   # stderr stays one JSON object per line
+        if json_logs():   # stderr stays one JSON object per line
             import logging
 
             logging.getLogger("courtly").error(str(e), extra={"event": "error"})
@@ -229,67 +230,9 @@ def _environment_exit(problem: str) -> int:
     """A full disk and its kin: one line, exit status 4 (runtime/exits)."""
     from courtly.runtime.exits import Exit
 
-    _say(f"{problem}; the crawl state is saved: free space (or fix the file system) "
+    say(f"{problem}; the crawl state is saved: free space (or fix the file system) "
          "and run the same command again to resume", "error")
     return int(Exit.ENVIRONMENT)
-
-
-_JSON_LOGS = False
-
-
-def _setup_logging(log_format: str = "text", verbose: bool = False) -> None:
-    """The `courtly` logger on stderr: text (decisions at DEBUG, shown with
-    --verbose) or JSON lines (everything, decisions included)."""
-    import logging
-
-    global _JSON_LOGS
-    _JSON_LOGS = log_format == "json"
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if _JSON_LOGS
-                         else logging.Formatter("courtly: %(levelname)s: %(message)s"))
-    root = logging.getLogger("courtly")
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG if (_JSON_LOGS or verbose) else logging.INFO)
-    root.propagate = False
-
-
-class _JsonFormatter:
-    """One JSON object per record: at, level, logger, message, and the record's
-    extra fields (event, crawl_id, url, reason, detail, ...)."""
-
-    _STANDARD: frozenset[str] = frozenset()
-
-    def format(self, record) -> str:
-        import logging
-
-        if not self._STANDARD:
-            _JsonFormatter._STANDARD = frozenset(
-                logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
-        out = {"at": record.created, "level": record.levelname.lower(), "logger": record.name,
-               "message": record.getMessage()}
-        for k, v in record.__dict__.items():
-            if k not in self._STANDARD and not k.startswith("_"):
-                out[k] = v
-        if record.exc_info:
-            out["exc"] = logging.Formatter().formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
-def _say(message: str, level: str = "info") -> None:
-    """A line for the operator on stderr: `courtly: ...` as text, or a log
-    record in JSON mode (so stderr stays one JSON object per line)."""
-    import logging
-
-    if _JSON_LOGS:
-        getattr(logging.getLogger("courtly"), level)(message)
-    elif level == "error":
-        print(f"courtly: error: {message}", file=sys.stderr)
-    elif level == "warning":
-        print(f"courtly: WARNING: {message}", file=sys.stderr)
-    else:
-        print(f"courtly: {message}", file=sys.stderr)
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -393,8 +336,8 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
                 raise UsageError(str(e)) from e
             seeds = []
         for w in cfg.warnings():
-            _say(w, "warning")
-        progress = Progress(enabled=not args.quiet and not _JSON_LOGS)
+            say(w, "warning")
+        progress = Progress(enabled=not args.quiet and not json_logs())
         tune_gc()
         stats = run_async(crawl_with_progress(cfg, out, seeds, progress, status=status))
         if not cfg.warc.keep_purged_originals:
@@ -402,15 +345,15 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
 
             done = rewrite_purged_originals(out)
             if done:
-                _say(done)
+                say(done)
     elapsed = max(1e-9, time.time() - stats.started_at)
-    _say(
+    say(
         f"{stats.fetched} pages fetched in {elapsed:.1f} s "
         f"({stats.fetched / elapsed:.1f}/s), {stats.robots_fetched} robots.txt, "
         f"{stats.errors} errors, {stats.decisions} URLs not fetched (reasons: courtly stats --out {out})"
     )
     if stats.stopped_by:
-        _say(f"stopped by {stats.stopped_by}, state saved: run the same command again to resume")
+        say(f"stopped by {stats.stopped_by}, state saved: run the same command again to resume")
     return _crawl_status(out, cfg, stats)
 
 
@@ -431,8 +374,8 @@ def _crawl_status(out: Path, cfg, stats) -> int:
     status = crawl_exit(stats.stopped_by, stats.fetched, states)
     if status is Exit.SEEDS_REFUSED:
         for line in lines:
-            _say(line, "warning")
-        _say(f"nothing fetched: every seed was refused or failed (exit status {int(status)})", "warning")
+            say(line, "warning")
+        say(f"nothing fetched: every seed was refused or failed (exit status {int(status)})", "warning")
     return int(status)
 
 
@@ -449,13 +392,13 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(f"--worker-id may hold letters, digits, '.', '_' and '-' only: {worker_id!r}")
     status = _parse_status(args.status)
     for w in cfg.warnings():
-        _say(w, "warning")
-    _say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}, WARC to {args.out})")
+        say(w, "warning")
+    say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}, WARC to {args.out})")
     worker, stats = run_async(run_worker(cfg, args.db, args.out, worker_id=worker_id,
                                          exit_when_done=args.exit_when_done, spool=args.spool, status=status))
     elapsed = max(1e-9, time.time() - stats.started_at)
     w = worker.wstats
-    _say(f"worker {worker_id}: {stats.fetched} pages in {elapsed:.1f} s ({stats.fetched / elapsed:.1f}/s), "
+    say(f"worker {worker_id}: {stats.fetched} pages in {elapsed:.1f} s ({stats.fetched / elapsed:.1f}/s), "
          f"{stats.robots_fetched} robots.txt, {stats.errors} errors; {w.batches} batches, "
          f"{worker.pg.statements} statements, {worker.own.acquired} partitions acquired, "
          f"{worker.own.lost} lost, {w.stale_batches} stale batches, {w.readopted} re-adopted")
@@ -476,7 +419,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     if args.partitions < 1:
         raise UsageError("--partitions must be at least 1")
     done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key))
-    _say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
+    say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
     return 0
 
 
@@ -591,9 +534,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot export to {args.to}: {e.strerror or e}") from e
     print(text)
     for warning in damaged:
-        _say(warning, "warning")
+        say(warning, "warning")
     if damaged and not args.allow_partial:
-        _say(f"export incomplete: {len(damaged)} damaged WARC file(s) (exit status {EXIT_EXPORT_PARTIAL}; "
+        say(f"export incomplete: {len(damaged)} damaged WARC file(s) (exit status {EXIT_EXPORT_PARTIAL}; "
              "--allow-partial accepts what could be read)", "warning")
         return EXIT_EXPORT_PARTIAL
     return 0
