@@ -47,6 +47,7 @@ from urllib.parse import quote
 
 from courtly.core.sitekey import politeness_key
 from courtly.core.urls import split_origin
+from courtly.shell.store.sqlite import read_linked_from, read_url_fetches, read_url_flags, read_url_record
 
 __all__ = ["CrawlView", "CrawlViewError", "HostRow", "UrlRow", "STATES", "LIMIT_MAX", "BUCKETS_MAX",
            "replay_link", "url_page", "capture_file", "timeline_of"]
@@ -341,20 +342,16 @@ class CrawlView:
     # ---- one URL -----------------------------------------------------------------
 
     def url_record(self, url: str) -> dict | None:
-        cur = self._db.execute("SELECT * FROM urls WHERE url = ?", (url,))
-        row = cur.fetchone()
-        return dict(zip([d[0] for d in cur.description], row)) if row else None
+        return read_url_record(self._db, url)
 
     def url_fetches(self, url: str) -> list[dict]:
-        cur = self._db.execute("SELECT * FROM fetches WHERE url = ? ORDER BY at", (url,))
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
+        return read_url_fetches(self._db, url)
 
     def linked_from(self, url: str, limit: int = 20) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT url FROM urls WHERE via = ? LIMIT ?", (url, limit))]
+        return read_linked_from(self._db, url, limit)
 
     def url_flags(self, url: str) -> list[tuple]:
-        return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
+        return read_url_flags(self._db, url)
 
     def explain(self, url: str) -> dict:
         return explain_data(self, url)

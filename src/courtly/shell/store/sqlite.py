@@ -345,7 +345,7 @@ class SqliteStore:
                                     flags)
 
     def url_flags(self, url: str) -> list[tuple]:
-        return self._db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
+        return read_url_flags(self._db, url)
 
     def dead_letters(self, limit: int) -> list[tuple]:
         """(url, at, reason) of the pages extraction gave up on, oldest first, at most `limit`."""
@@ -401,19 +401,13 @@ class SqliteStore:
         return row[0] if row else None
 
     def url_record(self, url: str) -> dict | None:
-        cur = self._db.execute("SELECT * FROM urls WHERE url = ?", (url,))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        return dict(zip([d[0] for d in cur.description], row))
+        return read_url_record(self._db, url)
 
     def url_fetches(self, url: str) -> list[dict]:
-        cur = self._db.execute("SELECT * FROM fetches WHERE url = ? ORDER BY at", (url,))
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r)) for r in cur.fetchall()]
+        return read_url_fetches(self._db, url)
 
     def linked_from(self, url: str, limit: int = 20) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT url FROM urls WHERE via = ? LIMIT ?", (url, limit))]
+        return read_linked_from(self._db, url, limit)
 
     def counts(self) -> dict:
         out: dict = {"states": {}, "reasons": {}, "statuses": {}}
@@ -561,3 +555,26 @@ class SqliteStore:
             self._db.close()
         except sqlite3.Error:
             pass
+
+
+# One URL's history, read the same way by the writer's store and by the
+# read-only view of a crawl folder (runtime/crawlview.py).
+
+def read_url_record(db: sqlite3.Connection, url: str) -> dict | None:
+    cur = db.execute("SELECT * FROM urls WHERE url = ?", (url,))
+    row = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], row)) if row else None
+
+
+def read_url_fetches(db: sqlite3.Connection, url: str) -> list[dict]:
+    cur = db.execute("SELECT * FROM fetches WHERE url = ? ORDER BY at", (url,))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def read_linked_from(db: sqlite3.Connection, url: str, limit: int = 20) -> list[str]:
+    return [r[0] for r in db.execute("SELECT url FROM urls WHERE via = ? LIMIT ?", (url, limit))]
+
+
+def read_url_flags(db: sqlite3.Connection, url: str) -> list[tuple]:
+    return db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
