@@ -31,7 +31,8 @@ NOT_ALLOWED = {
 
 # runtime modules that build or open concrete technology (the composition root
 # and the read-only commands); every other runtime module sees only ports
-COMPOSITION_ROOTS = {"wiring", "report", "demo", "cluster", "abuse", "watchlist", "serve", "consumer_report"}
+COMPOSITION_ROOTS = {"wiring", "report", "demo", "cluster", "abuse", "watchlist", "serve", "consumer_report",
+                     "crawlview"}   # crawlview: the read-only connection of serve, hosts and urls
 
 
 def _modules(part: str) -> list[Path]:
