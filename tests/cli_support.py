@@ -20,3 +20,14 @@ def courtly_logger_restored() -> Iterator[None]:
     yield
     log.handlers[:] = saved[0]
     log.propagate, log.level = saved[1], saved[2]
+
+
+def empty_crawl_folder(out):
+    """A crawl folder as a first run leaves it before any fetch: crawl.db with
+    its schema, an empty warc/ and config.json (for export and view commands)."""
+    from courtly.shell.store.sqlite import SqliteStore
+
+    (out / "warc").mkdir(parents=True)
+    SqliteStore(out / "crawl.db").close()
+    (out / "config.json").write_text("{}")
+    return out

@@ -10,10 +10,9 @@ import sqlite3
 import stat
 
 import pytest
-from cli_support import courtly_logger_restored
+from cli_support import courtly_logger_restored, empty_crawl_folder
 
 from courtly.cli import main
-from courtly.shell.store.sqlite import SqliteStore
 
 
 @pytest.fixture(autouse=True)
@@ -23,10 +22,7 @@ def _courtly_logger():
 
 @pytest.fixture
 def crawl(tmp_path):
-    out = tmp_path / "crawl"
-    (out / "warc").mkdir(parents=True)
-    SqliteStore(out / "crawl.db").close()
-    (out / "config.json").write_text("{}")
+    out = empty_crawl_folder(tmp_path / "crawl")
     return out
 
 

@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import courtly_logger_restored
+from cli_support import courtly_logger_restored, empty_crawl_folder
 
 from courtly.cli import main
-from courtly.shell.store.sqlite import SqliteStore
 from courtly.shell.warc import WarcWriter
 from courtly.shell.warc_index import iter_records
 
@@ -29,10 +28,7 @@ def _courtly_logger():
 
 @pytest.fixture
 def crawl(tmp_path):
-    out = tmp_path / "crawl"
-    (out / "warc").mkdir(parents=True)
-    SqliteStore(out / "crawl.db").close()
-    (out / "config.json").write_text("{}")
+    out = empty_crawl_folder(tmp_path / "crawl")
     with WarcWriter(out / "warc", fsync=False) as writer:
         for i in range(PAGES):
             body = f"<html><head><title>Page {i}</title></head><body><p>{'words ' * 50}{i}</p></body></html>".encode()
