@@ -69,7 +69,9 @@ def log_lines(web) -> int:
 
 
 def db_rows(out: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    db = sqlite3.connect(str(out / "crawl.db"))
+    # read-only: a plain connect would make an empty crawl.db before a starting
+    # crawl does, and the crawl rightly refuses an empty file as not its own
+    db = sqlite3.connect(f"{(out / 'crawl.db').absolute().as_uri()}?mode=ro", uri=True)
     try:
         return db.execute(sql, params).fetchall()
     finally:

@@ -195,9 +195,10 @@ def _fetches(out: Path) -> int:
         return 0
 
 
-def _wait_for(what, timeout_s: float = 120) -> None:
+def _wait_for(what, crawl: subprocess.Popen, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not what():
+        assert crawl.poll() is None, f"the crawl ended ({crawl.returncode}): {crawl.stderr.read()}"
         assert time.monotonic() < deadline, "gave up waiting (bounded wait, not a timing assertion)"
         time.sleep(0.2)
 
@@ -213,7 +214,7 @@ def test_hosts_urls_and_serve_read_a_running_crawl_without_holding_it_up(tmp_pat
         crawl = subprocess.Popen(courtly_cmd(*args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
         try:
-            _wait_for(lambda: _fetches(out) >= 5)
+            _wait_for(lambda: _fetches(out) >= 5, crawl)
             assert crawl.poll() is None, "4 hosts x 40 pages at 0.5 s: the crawl is still running"
             hosts = _json("hosts", "--out", str(out))
             assert hosts["total"] > 0 and sum(r["fetched"] for r in hosts["rows"]) > 0
@@ -224,7 +225,7 @@ def test_hosts_urls_and_serve_read_a_running_crawl_without_holding_it_up(tmp_pat
                     with urllib.request.urlopen(base + path, timeout=60) as r:
                         assert r.status == 200 and json.loads(r.read())
                 seen = _fetches(out)
-                _wait_for(lambda: _fetches(out) > seen)   # the crawl goes on committing beside the readers
+                _wait_for(lambda: _fetches(out) > seen, crawl)   # the crawl goes on committing beside the readers
         finally:
             if crawl.poll() is None:
                 crawl.send_signal(signal.SIGINT)
