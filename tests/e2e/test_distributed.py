@@ -106,6 +106,9 @@ def _no_queued(dsn: str) -> None:
 def test_three_workers_crawl_politely_and_completely(cluster):
     local_out = Path(cluster.out)
     cluster.out = f"file://{local_out}"      # WARC through fsspec (spool, then shipped)
+    # leases far longer than a loaded machine can stall a worker: this test asserts that no lease
+    # was lost, which must not depend on the scheduler (expiry has its own tests below)
+    cluster.config = write_dist_config(cluster.tmp / "dist-long-lease.toml", ttl_s=30.0)
     for w in WORKERS:
         cluster.start(w)
     codes = cluster.wait()
