@@ -232,8 +232,9 @@ class SharedMixin:
                 if epochs is None or p in epochs:
                     rows.append((k, p, json.dumps(state)))
             out[name] = rows
-            if name == "traps":
-                extra["traps_allow"] = json.dumps(data.get("allow", []))
+            allow = json.dumps(data.get("allow", [])) if name == "traps" else None
+            if allow is not None and self._shared_cache.get(("meta", "traps_allow")) != allow:
+                extra["traps_allow"] = allow
         return {"rows": out, "meta": extra}
 
     async def _write_shared(self, conn, plan: dict) -> None:
@@ -248,6 +249,8 @@ class SharedMixin:
                 " state = excluded.state", [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
     def _shared_done(self, plan: dict) -> None:
+        for k, v in plan["meta"].items():
+            self._shared_cache[("meta", k)] = v
         for name, rows in plan["rows"].items():
             for k, _p, text in rows:
                 self._shared_cache[(name, k)] = json.loads(text)
