@@ -545,12 +545,28 @@ class TrapGuard:
         guard = cls(config, rng)
         for key, budget, owner, expires_at in data["allow"]:
             guard._allow.append(AllowEntry(str(key), int(budget), str(owner), float(expires_at)))
-        for key, h in data["hosts"].items():
-            guard._hosts[key] = host = host_from_json(key, h, guard.config)
-            guard._templates += len(host.templates)
-            guard._families += len(host.families)
-        guard._touched.update(guard._hosts)
+        guard.adopt(data)
         return guard
+
+    def adopt(self, data: dict[str, Any]) -> int:
+        """Take the hosts of a snapshot (the keys of a partition taken over,
+        read from a shared store) that this guard does not hold; the state it
+        holds is newer and stays. Bounded by `hosts_max` like the hosts it
+        meets. Returns how many hosts were taken."""
+        if data.get("version") != 1:
+            raise ValueError("unknown TrapGuard snapshot version")
+        taken = 0
+        for key, h in data["hosts"].items():
+            if key in self._hosts:
+                continue
+            if len(self._hosts) >= self.config.hosts_max:
+                self._evict()
+            self._hosts[key] = host = host_from_json(key, h, self.config)
+            self._templates += len(host.templates)
+            self._families += len(host.families)
+            self._touched.add(key)
+            taken += 1
+        return taken
 
 
 # -------------------------------------------------------------------- scopes and keys
