@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from courtly.core.fingerprint import FirstCapture
 from courtly.core.purge import Purge, PurgeList, Scope
@@ -82,6 +83,15 @@ class SharedMixin:
     partitions: int | None
     key_mode: str
     _shared_cache: dict[tuple[str, str], Any]
+
+    if TYPE_CHECKING:
+        def _one(self, method: str, sql: str, *args: Any) -> Awaitable[Any]: ...
+
+        def _conn(self) -> AbstractAsyncContextManager[Any]: ...
+
+        def _partition(self, key: str) -> int: ...
+
+        def _pages(self, sql: str, key_col: int, *args: Any, start: Any = None) -> AsyncIterator[tuple]: ...
 
     # ---- takedowns ----------------------------------------------------------------------------
 
