@@ -61,6 +61,10 @@ def test_a_purge_with_db_is_recorded_where_every_worker_reads_it(dsn, capsys):
     assert plist.match("http://new.a.test/page") is not None and plist.match("http://b.test/z") is None
     assert states == {"http://www.a.test/x": "skipped", "http://a.test/y": "skipped", "http://b.test/z": "queued"}
     assert _run(_worker_view(dsn, after_id=1))[0] == []
+    assert main(["purge", "--db", dsn, "--url-prefix", "http://b.test/z"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("purge #2 (url_prefix http://b.test/z) recorded") and "not rewritten" in said
+    assert _run(_worker_view(dsn))[1]["http://b.test/z"] == "skipped"
     assert main(["purge", "--db", dsn, "--list"]) == 0
     listing = capsys.readouterr().out
     assert "domain" in listing and "no crawl has taken it up yet" in listing

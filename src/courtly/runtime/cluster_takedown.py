@@ -11,7 +11,7 @@ commit. Output, text and `--json`, is the same as for a folder.
 What cannot be done from here: `warc.keep_purged_originals = false` is a
 setting of each worker's WARC output, which may be on another machine or in
 an object store, so closed WARC files are not rewritten by this command
-(exports still leave purged content out). The key of a complaint's host is
+(the text output says so). The key of a complaint's host is
 computed with the crawl's own `politeness_key` (fixed by `courtly submit`).
 
 Rules: a command module (it opens the store itself, like runtime/report);
@@ -29,7 +29,10 @@ from courtly.runtime.abuse import NOTE_CHARS_MAX, complaint_host, listing_text, 
 from courtly.runtime.cluster import open_store
 from courtly.runtime.report import purge_report, purges_report
 
-__all__ = ["purge", "purges", "record", "resolve", "listing"]
+__all__ = ["purge", "purges", "record", "resolve", "listing", "NOT_REWRITTEN"]
+
+NOT_REWRITTEN = ("the workers' WARC files are not rewritten from here (warc.keep_purged_originals is "
+                 "each worker's setting)")
 
 
 async def purge(dsn: str, scope: str, value: str, reason: str = "", *, now: float | None = None,
@@ -42,7 +45,8 @@ async def purge(dsn: str, scope: str, value: str, reason: str = "", *, now: floa
         crawl_id = await store.get_meta("crawl_id") or ""
     finally:
         await store.close()
-    return purge_report(stored, counts, at, crawl_id, "", "--db DSN", as_json=as_json)
+    text = purge_report(stored, counts, at, crawl_id, "", "--db DSN", as_json=as_json)
+    return text if as_json else f"{text}\n  {NOT_REWRITTEN}"
 
 
 async def purges(dsn: str, *, as_json: bool = False) -> str:
