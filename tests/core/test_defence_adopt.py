@@ -69,3 +69,22 @@ def test_a_book_keeps_its_own_origins_and_takes_the_others_within_origins_max():
 def test_a_snapshot_of_an_unknown_version_is_refused(what):
     with pytest.raises(ValueError, match="version"):
         what().adopt({"version": 99, "hosts": {}})
+
+
+def test_forgetting_a_lost_partitions_keys_lets_the_new_owners_state_in():
+    mine, theirs = _guard(), _guard()
+    _spend(mine, "a.test", 1)
+    _spend(mine, "b.test", 1)
+    _spend(theirs, "a.test", DAILY)
+    assert mine.forget(lambda key: key == "a.test") == 1
+    assert sorted(mine.snapshot()["hosts"]) == ["b.test"] == sorted(json.loads(mine.snapshot_json())["hosts"])
+    assert mine.adopt(theirs.snapshot()) == 1
+    assert mine.check_new_url("a.test", "http://a.test/next", 1, 100.0).allowed is False
+
+
+def test_a_book_forgets_the_origins_selected():
+    book = Soft404Book()
+    book.record_probe("http://a.test", 200, 0xABC, 1.0)
+    book.record_probe("http://b.test", 404, None, 2.0)
+    assert book.forget(lambda origin: origin.endswith("a.test")) == 1
+    assert list(book.snapshot()["hosts"]) == ["http://b.test"] and book.needs_probe("http://a.test")

@@ -185,3 +185,26 @@ def test_new_urls_in_a_purged_scope_are_marked_by_the_worker_that_takes_the_purg
             await s.close()
 
     run(body())
+
+
+def test_a_worker_that_gets_a_partition_back_writes_its_trap_rows_again(postgres):
+    dsn = postgres.create_database()
+    mine, theirs = _trap_snapshot(KEY_A), json.dumps({"version": 1, "allow": [], "hosts": {KEY_A: {"fetches": 9}}})
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        try:
+            got = await a.acquire_many([PART_A], "worker-a", 60.0)
+            await a.apply(Batch(meta={"traps": mine}), partition_epochs=got)
+            await a.release_many("worker-a", got)
+            got = await b.acquire_many([PART_A], "worker-b", 60.0)
+            await b.apply(Batch(meta={"traps": theirs}), partition_epochs=got)
+            await b.release_many("worker-b", got)
+            got = await a.acquire_many([PART_A], "worker-a", 60.0)
+            await a.apply(Batch(meta={"traps": mine}), partition_epochs=got)   # the same text it wrote before
+            assert (await b.trap_snapshot())["hosts"] == {KEY_A: {"fetches": 1}}
+        finally:
+            await a.close()
+            await b.close()
+
+    run(body())

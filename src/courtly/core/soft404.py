@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,3 +210,11 @@ class Soft404Book:
                                             bool(rest[0]) if rest else False)
                 taken += 1
         return taken
+
+    def forget(self, origins: Callable[[str], bool]) -> int:
+        """Drop the origins `origins` selects (a partition another worker now
+        holds); returns how many."""
+        gone = [o for o in self._hosts if origins(o)]
+        for origin in gone:
+            del self._hosts[origin]
+        return len(gone)

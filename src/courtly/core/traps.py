@@ -101,6 +101,7 @@ import functools
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -567,6 +568,16 @@ class TrapGuard:
             self._touched.add(key)
             taken += 1
         return taken
+
+    def forget(self, keys: Callable[[str], bool]) -> int:
+        """Drop the hosts whose key `keys` selects (a partition another worker
+        now holds: its state there is newer); returns how many."""
+        gone = [k for k in self._hosts if keys(k)]
+        for key in gone:
+            host = self._hosts.pop(key)
+            self._templates -= len(host.templates)
+            self._families -= len(host.families)
+        return len(gone)
 
 
 # -------------------------------------------------------------------- scopes and keys

@@ -27,8 +27,9 @@ How it works
   splits them into one row per politeness key (`trap_hosts`) and per origin
   (`soft404_hosts`), each with its partition: a worker writes only the rows
   of partitions it holds (fenced like the rest of the batch) and only the
-  rows that changed since its last commit (one parse and a dict comparison
-  per commit, no re-encoding of unchanged hosts). `trap_snapshot(partitions)`
+  rows that changed since it last wrote them (one parse and a dict
+  comparison per save, no re-encoding of unchanged hosts; forgotten whenever
+  partitions are granted, as another worker may have written them since). `trap_snapshot(partitions)`
   and `soft404_snapshot(partitions)` give back a snapshot the core's
   `restore` takes, of the partitions asked for (a worker taking one over),
   and `get_meta` answers those two keys from the tables. A database written
@@ -257,6 +258,12 @@ class SharedMixin:
                 f"INSERT INTO {table} ({col}, partition, state) SELECT * FROM unnest($1::text[], $2::int[],"
                 f" $3::text[]) ON CONFLICT ({col}) DO UPDATE SET partition = excluded.partition,"
                 " state = excluded.state", [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+    def _shared_acquired(self) -> None:
+        """Partitions were granted: another worker may have written their rows
+        since this store last did (it held them before), so nothing counts as
+        unchanged until written again."""
+        self._shared_cache.clear()
 
     def _shared_done(self, plan: dict) -> None:
         for k, v in plan["meta"].items():
