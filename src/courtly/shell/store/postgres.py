@@ -135,6 +135,11 @@ def _rounds(rows: Sequence[tuple], key: int) -> list[list[tuple]]:
     return out
 
 
+def _each(partitions: Iterable[int] | None) -> list[int | None]:
+    """The partitions to read one by one, or [None]: all at once."""
+    return [None] if partitions is None else sorted(set(partitions))
+
+
 def _last_per(rows: Sequence[tuple], key: int) -> list[tuple]:
     return list({r[key]: r for r in rows}.values())
 
@@ -493,21 +498,24 @@ class PostgresStore(ClusterMixin, SharedMixin):
             yield r
 
     async def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
-        """(url, host, tier, depth, history) of the recrawl histories (of the
-        URLs of `partitions` when given)."""
-        ids = None if partitions is None else sorted(set(partitions))
-        async for r in self._pages("SELECT url, host, tier, depth, history FROM histories"
-                                   " WHERE ($1::text IS NULL OR url > $1) AND ($3::int[] IS NULL OR partition = ANY($3))"
-                                   " ORDER BY url LIMIT $2", 0, ids):
-            yield r
+        """(url, host, tier, depth, history) of the recrawl histories, by URL
+        (partition by partition when `partitions` are given: index
+        histories_partition)."""
+        sql = "SELECT url, host, tier, depth, history FROM histories WHERE ($1::text IS NULL OR url > $1)"
+        for p in _each(partitions):
+            async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
+                                       + " ORDER BY url LIMIT $2", 0, *(() if p is None else (p,))):
+                yield r
 
     async def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
-        """(doc_id, fp, scope) in insertion order (of the hosts of `partitions` when given)."""
-        ids = None if partitions is None else sorted(set(partitions))
-        async for r in self._pages("SELECT doc_id, fp, scope, id FROM simhashes WHERE id > $1"
-                                   " AND ($3::int[] IS NULL OR partition = ANY($3)) ORDER BY id LIMIT $2",
-                                   3, ids, start=0):
-            yield r[:3]
+        """(doc_id, fp, scope) in insertion order (partition by partition when
+        `partitions` are given: index simhashes_partition; a host's rows are
+        all in its key's partition, so each scope keeps its order)."""
+        sql = "SELECT doc_id, fp, scope, id FROM simhashes WHERE id > $1"
+        for p in _each(partitions):
+            async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
+                                       + " ORDER BY id LIMIT $2", 3, *(() if p is None else (p,)), start=0):
+                yield r[:3]
 
     async def fetches_by_day(self) -> list[tuple]:
         rows = await self._one("fetch", "SELECT floor(at / 86400)::int AS day, kind, count(*) FROM fetches"
