@@ -226,6 +226,7 @@ class SharedMixin:
         this store last wrote them, of the partitions held (all when `epochs`
         is None). Pure; the cache is updated by `_shared_done` after COMMIT."""
         out: dict[str, list[tuple[str, int, str]]] = {}
+        states: dict[tuple[str, str], Any] = {}   # what the cache takes once committed
         extra: dict[str, str] = {}
         for name in SHARED_META:
             raw = meta.get(name)
@@ -242,11 +243,12 @@ class SharedMixin:
                 p = where(k)
                 if epochs is None or p in epochs:
                     rows.append((k, p, json.dumps(state)))
+                    states[(name, k)] = state
             out[name] = rows
             allow = json.dumps(data.get("allow", [])) if name == "traps" else None
             if allow is not None and self._shared_cache.get(("meta", "traps_allow")) != allow:
                 extra["traps_allow"] = allow
-        return {"rows": out, "meta": extra}
+        return {"rows": out, "meta": extra, "states": states}
 
     async def _write_shared(self, conn, plan: dict) -> None:
         for name, rows in plan["rows"].items():
@@ -268,9 +270,7 @@ class SharedMixin:
     def _shared_done(self, plan: dict) -> None:
         for k, v in plan["meta"].items():
             self._shared_cache[("meta", k)] = v
-        for name, rows in plan["rows"].items():
-            for k, _p, text in rows:
-                self._shared_cache[(name, k)] = json.loads(text)
+        self._shared_cache.update(plan["states"])
 
     async def _shared_snapshot(self, name: str, partitions: Iterable[int] | None) -> dict:
         table, col = _SHARED[name]
