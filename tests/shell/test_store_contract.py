@@ -3,7 +3,9 @@ answer the same calls the same way, for what the shared engine keeps beside
 the crawl data: takedowns, abuse complaints, the exact and near-duplicate
 indexes, flags, recrawl histories, and the trap guard's and soft-404 book's
 state. Each test runs against both; PostgresStore's coroutines are run to
-completion and its async iterators read whole (`SyncPostgres`).
+completion and its async iterators read whole (`SyncPostgres`). And both,
+side by side, mark the same URLs for seeded random purges (their SQL filters
+differ; the core's match decides in both).
 What only a cluster has (partitions, several workers): test_postgres_shared.py.
 """
 
@@ -217,3 +219,51 @@ def test_the_soft404_book_is_read_back_as_it_was_saved(store):
     back = Soft404Book.restore(store.soft404_snapshot())
     assert back.is_soft("http://a.test") and not back.is_soft("https://b.test:8443")
     assert back.is_soft404("http://a.test", 0xFFFF_0000_1234_5678)
+
+
+# ---- both stores mark the same URLs -------------------------------------------------------------
+
+_LABELS = ("a", "b", "ab", "a-b", "xn--bcher-kva")
+_PATHS = ("/", "/x", "/x/", "/x-2", "/xy?q=1", "/~x", "/a.test/")
+
+
+def _random_urls(rng: random.Random, n: int) -> list[str]:
+    urls = set()
+    while len(urls) < n:
+        host = ".".join(rng.choice(_LABELS) for _ in range(rng.randint(1, 3))) + ".test"
+        if rng.random() < 0.1:
+            host = rng.choice(("127.0.0.1", "[::1]", "10.0.0.12"))
+        port = rng.choice(("", "", ":8080"))
+        urls.add(f"{rng.choice(('http', 'https'))}://{host}{port}{rng.choice(_PATHS)}")
+    return sorted(urls)
+
+
+def _random_purge(rng: random.Random, urls: list[str]):
+    url = rng.choice(urls)
+    host = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0] if "]" not in url else "[::1]"
+    scope = rng.choice(("domain", "host", "url_prefix"))
+    if scope == "url_prefix":
+        return purge_of(scope, url[:rng.randint(len(url) - 3, len(url))])
+    if scope == "domain" and (host[-1].isdigit() or "]" in host or host.count(".") < 2):
+        scope = "host"      # a domain purge wants a name below a public suffix
+    return purge_of(scope, host if scope == "host" else host.split(".", 1)[1])
+
+
+def test_sqlite_and_postgres_mark_the_same_urls_for_random_purges(postgres, tmp_path):
+    rng = random.Random(16)
+    urls = _random_urls(rng, 300)
+    lite, pg = SqliteStore(tmp_path / "crawl.db"), SyncPostgres(postgres.create_database())
+    try:
+        for store in (lite, pg):
+            store.apply(Batch(new_urls=[_new(u, "k") for u in urls]))
+            store.apply(Batch(fetched=[(2.0, 200, u) for u in urls[::3]]))
+        for i in range(25):
+            purge = _random_purge(rng, urls)
+            got = [store.add_purge(purge, float(i)) for store in (lite, pg)]
+            assert got[0] == got[1], purge
+            states = [[(u, *_state(store, u)) for u in urls] for store in (lite, pg)]
+            assert states[0] == states[1], purge
+        assert sum(s[2] == "purged" for s in states[0]) > 0
+    finally:
+        lite.close()
+        pg.close()
