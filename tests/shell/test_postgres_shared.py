@@ -17,7 +17,7 @@ import pytest
 from courtly.core.fingerprint import FirstCapture
 from courtly.core.purge import purge_of
 from courtly.core.urls import partition_of
-from courtly.shell.store.postgres import MIGRATIONS, PostgresStore, StaleEpoch, migrate
+from courtly.shell.store.postgres import COPY_ROWS_MIN, MIGRATIONS, PostgresStore, StaleEpoch, migrate
 from courtly.shell.store.sqlite import Batch
 from pg_store_support import ALL, P, _hold_all, _key_in_other_partition, _new, _open, run
 
@@ -206,5 +206,21 @@ def test_a_worker_that_gets_a_partition_back_writes_its_trap_rows_again(postgres
         finally:
             await a.close()
             await b.close()
+
+    run(body())
+
+
+def test_a_large_batch_of_simhashes_goes_through_copy_with_its_partitions(postgres):
+    dsn = postgres.create_database()
+    rows = [(f"http://{KEY_A if i % 2 else KEY_B}/{i}", i, KEY_A if i % 2 else KEY_B) for i in range(COPY_ROWS_MIN + 1)]
+
+    async def body():
+        s = await _open(dsn)
+        try:
+            await s.apply(Batch(simhashes=rows), partition_epochs=await _hold_all(s))
+            assert [tuple(r) async for r in s.iter_simhashes([PART_A])] == [r for r in rows if r[2] == KEY_A]
+            assert [tuple(r) async for r in s.iter_simhashes()] == rows
+        finally:
+            await s.close()
 
     run(body())
