@@ -501,13 +501,10 @@ class TrapGuard:
         return host
 
     def _evict(self) -> None:
-        for key, host in self._hosts.items():
-            if not host.kept():
-                del self._hosts[key]
-                self._templates -= len(host.templates)
-                self._families -= len(host.families)
-                return
-        key = next(iter(self._hosts))
+        """Drop the oldest host with nothing to keep, else the oldest."""
+        self._drop(next((k for k, h in self._hosts.items() if not h.kept()), next(iter(self._hosts))))
+
+    def _drop(self, key: str) -> None:
         host = self._hosts.pop(key)
         self._templates -= len(host.templates)
         self._families -= len(host.families)
@@ -550,33 +547,25 @@ class TrapGuard:
         return guard
 
     def adopt(self, data: dict[str, Any]) -> int:
-        """Take the hosts of a snapshot (the keys of a partition taken over,
-        read from a shared store) that this guard does not hold; the state it
-        holds is newer and stays. Bounded by `hosts_max` like the hosts it
-        meets. Returns how many hosts were taken."""
+        """Take the hosts of a snapshot (a partition taken over) this guard does
+        not hold, its own being newer, within `hosts_max`; how many."""
         if data.get("version") != 1:
             raise ValueError("unknown TrapGuard snapshot version")
-        taken = 0
-        for key, h in data["hosts"].items():
-            if key in self._hosts:
-                continue
+        new = [(key, h) for key, h in data["hosts"].items() if key not in self._hosts]
+        for key, h in new:
             if len(self._hosts) >= self.config.hosts_max:
                 self._evict()
             self._hosts[key] = host = host_from_json(key, h, self.config)
             self._templates += len(host.templates)
             self._families += len(host.families)
             self._touched.add(key)
-            taken += 1
-        return taken
+        return len(new)
 
     def forget(self, keys: Callable[[str], bool]) -> int:
-        """Drop the hosts whose key `keys` selects (a partition another worker
-        now holds: its state there is newer); returns how many."""
+        """Drop the hosts of the keys selected (a partition lost); how many."""
         gone = [k for k in self._hosts if keys(k)]
         for key in gone:
-            host = self._hosts.pop(key)
-            self._templates -= len(host.templates)
-            self._families -= len(host.families)
+            self._drop(key)
         return len(gone)
 
 
