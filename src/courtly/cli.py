@@ -4,9 +4,9 @@
     courtly demo                  crawl the bundled simulated web, offline
     courtly explain URL --out DIR a URL's history, or why it was not fetched
     courtly stats --out DIR       what a crawl did
-    courtly purge --out DIR --domain D | --host H | --url-prefix P [--reason R]
+    courtly purge --out DIR|--db DSN --domain D | --host H | --url-prefix P [--reason R]
                                   a takedown (works while the crawl runs)
-    courtly abuse --out DIR --host H --contact C --note N | --resolve ID | --list
+    courtly abuse --out DIR|--db DSN --host H --contact C --note N | --resolve ID | --list
                                   an abuse complaint: the host is slowed until resolved
     courtly export warc|cdxj|text --out DIR --to PATH
                                   WARC files, CDXJ index or main text, without purged content
@@ -483,18 +483,21 @@ def _cmd_purge(args: argparse.Namespace) -> int:
     """Record a takedown in the store (one transaction; no folder lock, so it
     works while a crawl runs) or list them."""
     from courtly.runtime.report import purge, purges
-    from courtly.runtime.wiring import UsageError
+    from courtly.runtime.wiring import UsageError, run_async
 
     out = Path(args.out)
+    if args.db:
+        from courtly.runtime import cluster_takedown as on_db
     if args.list:
-        print(purges(out, as_json=args.json))
+        print(run_async(on_db.purges(args.db, as_json=args.json)) if args.db else purges(out, as_json=args.json))
         return 0
     scope, value = next(((s, v) for s, v in (("domain", args.domain), ("host", args.host),
                                              ("url_prefix", args.url_prefix)) if v), (None, None))
     if scope is None:
         raise UsageError("purge wants --domain D, --host H or --url-prefix P (or --list)")
     try:
-        text = purge(out, scope, value, args.reason, as_json=args.json)
+        text = (run_async(on_db.purge(args.db, scope, value, args.reason, as_json=args.json)) if args.db
+                else purge(out, scope, value, args.reason, as_json=args.json))
     except ValueError as e:
         raise UsageError(str(e)) from e
     print(text)
@@ -504,16 +507,21 @@ def _cmd_purge(args: argparse.Namespace) -> int:
 def _cmd_abuse(args: argparse.Namespace) -> int:
     """Record, resolve or list abuse complaints (one statement; no folder lock)."""
     from courtly.runtime import abuse
-    from courtly.runtime.wiring import UsageError
+    from courtly.runtime.wiring import UsageError, run_async
 
     out = Path(args.out)
+    if args.db:   # a distributed crawl: the same commands on its PostgreSQL store
+        from courtly.runtime import cluster_takedown as on_db
     try:
         if args.list:
-            print(abuse.listing(out, as_json=args.json))
+            print(run_async(on_db.listing(args.db, as_json=args.json)) if args.db
+                  else abuse.listing(out, as_json=args.json))
         elif args.resolve is not None:
-            print(abuse.resolve(out, args.resolve, as_json=args.json))
+            print(run_async(on_db.resolve(args.db, args.resolve, as_json=args.json)) if args.db
+                  else abuse.resolve(out, args.resolve, as_json=args.json))
         elif args.host:
-            print(abuse.record(out, args.host, args.contact, args.note, as_json=args.json))
+            print(run_async(on_db.record(args.db, args.host, args.contact, args.note, as_json=args.json)) if args.db
+                  else abuse.record(out, args.host, args.contact, args.note, as_json=args.json))
         else:
             raise UsageError("abuse wants --host H [--contact C] [--note N], --resolve ID or --list")
     except ValueError as e:

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="take down a domain, host or URL prefix: dropped from the frontier, never "
                              "fetched again, left out of every export (works while a crawl runs)")
     pg.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    pg.add_argument("--db", metavar="DSN", help="a distributed crawl instead: postgresql://user@host[:port]/database "
+                                                "(every worker takes the purge up at its next commit; "
+                                                "default: none, the --out folder)")
     what = pg.add_mutually_exclusive_group()
     what.add_argument("--domain", help="a registered domain and all its subdomains, e.g. example.org")
     what.add_argument("--host", help="exactly this host name (any port, any scheme)")
@@ -91,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab = sub.add_parser("abuse", help="record an abuse complaint about a host (its politeness key is slowed "
                                       "until resolved; works while a crawl runs), resolve or list them")
     ab.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
+    ab.add_argument("--db", metavar="DSN", help="a distributed crawl instead: postgresql://user@host[:port]/database "
+                                                "(default: none, the --out folder)")
     act = ab.add_mutually_exclusive_group()
     act.add_argument("--host", help="the host complained about (a name such as www.example.org)")
     act.add_argument("--resolve", type=int, metavar="ID", help="close complaint ID: the slow-down is lifted")

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,13 +187,34 @@ class Soft404Book:
 
     @classmethod
     def restore(cls, data: dict[str, Any], **settings: Any) -> Soft404Book:
+        book = cls(**settings)
+        book.adopt(data)
+        return book
+
+    def adopt(self, data: dict[str, Any]) -> int:
+        """Take the origins of a snapshot (those of a partition taken over,
+        read from a shared store) that this book does not hold; what it holds
+        is newer and stays (at most `origins_max`, oldest out). Returns how
+        many origins were taken."""
         version = data.get("version")
         if version not in (1, 2):   # version 1: before defer_probe (no flag: not deferred)
             raise ValueError("unknown Soft404Book snapshot version")
-        book = cls(**settings)
+        taken = 0
         for origin, (state, attempts, probed_at, sigs, *rest) in data["hosts"].items():
             if state not in (_HONEST, _SOFT, _UNKNOWN, _GAVE_UP):
                 raise ValueError(f"bad soft-404 state {state!r}")
-            book._hosts[origin] = _Host(state, int(attempts), float(probed_at), [int(s, 16) for s in sigs],
-                                        bool(rest[0]) if rest else False)
-        return book
+            if origin not in self._hosts:
+                if len(self._hosts) >= self.origins_max:
+                    self._hosts.pop(next(iter(self._hosts)))  # oldest entry, as `_entry` does
+                self._hosts[origin] = _Host(state, int(attempts), float(probed_at), [int(s, 16) for s in sigs],
+                                            bool(rest[0]) if rest else False)
+                taken += 1
+        return taken
+
+    def forget(self, origins: Callable[[str], bool]) -> int:
+        """Drop the origins `origins` selects (a partition another worker now
+        holds); returns how many."""
+        gone = [o for o in self._hosts if origins(o)]
+        for origin in gone:
+            del self._hosts[origin]
+        return len(gone)

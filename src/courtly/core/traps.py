@@ -101,6 +101,7 @@ import functools
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -500,13 +501,10 @@ class TrapGuard:
         return host
 
     def _evict(self) -> None:
-        for key, host in self._hosts.items():
-            if not host.kept():
-                del self._hosts[key]
-                self._templates -= len(host.templates)
-                self._families -= len(host.families)
-                return
-        key = next(iter(self._hosts))
+        """Drop the oldest host with nothing to keep, else the oldest."""
+        self._drop(next((k for k, h in self._hosts.items() if not h.kept()), next(iter(self._hosts))))
+
+    def _drop(self, key: str) -> None:
         host = self._hosts.pop(key)
         self._templates -= len(host.templates)
         self._families -= len(host.families)
@@ -545,12 +543,30 @@ class TrapGuard:
         guard = cls(config, rng)
         for key, budget, owner, expires_at in data["allow"]:
             guard._allow.append(AllowEntry(str(key), int(budget), str(owner), float(expires_at)))
-        for key, h in data["hosts"].items():
-            guard._hosts[key] = host = host_from_json(key, h, guard.config)
-            guard._templates += len(host.templates)
-            guard._families += len(host.families)
-        guard._touched.update(guard._hosts)
+        guard.adopt(data)
         return guard
+
+    def adopt(self, data: dict[str, Any]) -> int:
+        """Take the hosts of a snapshot (a partition taken over) this guard does
+        not hold, its own being newer, within `hosts_max`; how many."""
+        if data.get("version") != 1:
+            raise ValueError("unknown TrapGuard snapshot version")
+        new = [(key, h) for key, h in data["hosts"].items() if key not in self._hosts]
+        for key, h in new:
+            if len(self._hosts) >= self.config.hosts_max:
+                self._evict()
+            self._hosts[key] = host = host_from_json(key, h, self.config)
+            self._templates += len(host.templates)
+            self._families += len(host.families)
+            self._touched.add(key)
+        return len(new)
+
+    def forget(self, keys: Callable[[str], bool]) -> int:
+        """Drop the hosts of the keys selected (a partition lost); how many."""
+        gone = [k for k in self._hosts if keys(k)]
+        for key in gone:
+            self._drop(key)
+        return len(gone)
 
 
 # -------------------------------------------------------------------- scopes and keys

@@ -39,7 +39,8 @@ from courtly.core.sitekey import politeness_key
 from courtly.core.urls import UrlError, split_origin
 from courtly.shell.store.sqlite import SqliteStore, StoreError
 
-__all__ = ["record", "resolve", "listing", "open_complaints", "host_of"]
+__all__ = ["record", "resolve", "listing", "open_complaints", "host_of", "complaint_host", "recorded_text",
+           "resolved_text", "listing_text"]
 
 _COLUMNS = ("id", "host", "key", "contact", "note", "recorded_at", "resolved_at")
 NOTE_CHARS_MAX = 2000
@@ -79,9 +80,7 @@ def _row(r: tuple) -> dict:
 def record(out: Path, host: str, contact: str, note: str, *, now: float | None = None,
            as_json: bool = False) -> str:
     """Record an open complaint about `host`; a running crawl slows its key at its next commit."""
-    h = host_of(host)
-    if any(ord(ch) < 32 for ch in contact + note):
-        raise ValueError("--contact and --note must be one line of printable text")
+    h = complaint_host(host, contact, note)
     key = politeness_key(h, _key_mode(out))
     at = time.time() if now is None else now
     store = _open(out)
@@ -89,11 +88,25 @@ def record(out: Path, host: str, contact: str, note: str, *, now: float | None =
         cid = store.add_complaint(h, key, contact.strip(), note.strip()[:NOTE_CHARS_MAX], at)
     finally:
         store.close()
+    return recorded_text((cid, h, key, contact.strip(), note.strip()[:NOTE_CHARS_MAX], at, None),
+                         f"--out {out}", as_json=as_json)
+
+
+def complaint_host(host: str, contact: str, note: str) -> str:
+    """The complaint's host, normalised; ValueError for bad input."""
+    h = host_of(host)
+    if any(ord(ch) < 32 for ch in contact + note):
+        raise ValueError("--contact and --note must be one line of printable text")
+    return h
+
+
+def recorded_text(row: tuple, where: str, *, as_json: bool = False) -> str:
+    """What `courtly abuse --host` prints (`where`: `--out DIR` or `--db DSN`)."""
     if as_json:
-        return json.dumps({"id": cid, "host": h, "key": key, "contact": contact.strip(),
-                           "note": note.strip()[:NOTE_CHARS_MAX], "recorded_at": at, "resolved_at": None})
+        return json.dumps(_row(row))
+    cid, h, key = row[:3]
     return (f"complaint #{cid} recorded about {h}: its politeness key {key} is slowed until "
-            f"courtly abuse --out {out} --resolve {cid}\n"
+            f"courtly abuse {where} --resolve {cid}\n"
             f"  a running crawl takes it up at its next commit; a crawl started later, when it loads")
 
 
@@ -101,13 +114,21 @@ def resolve(out: Path, complaint_id: int, *, now: float | None = None, as_json: 
     at = time.time() if now is None else now
     store = _open(out)
     try:
-        if not store.resolve_complaint(complaint_id, at):
-            known = {r[0]: r for r in store.complaints()}
-            why = "already resolved" if complaint_id in known else "no such complaint"
-            raise ValueError(f"cannot resolve complaint #{complaint_id}: {why} (courtly abuse --list)")
-        row = next(r for r in store.complaints() if r[0] == complaint_id)
+        done = store.resolve_complaint(complaint_id, at)
+        rows = store.complaints()
     finally:
         store.close()
+    return resolved_text(complaint_id, done, rows, as_json=as_json)
+
+
+def resolved_text(complaint_id: int, done: bool, rows: list[tuple], *, as_json: bool = False) -> str:
+    """What `courtly abuse --resolve` prints, given whether it closed the
+    complaint and the complaints after; ValueError when it did not."""
+    known = {r[0]: r for r in rows}
+    if not done:
+        why = "already resolved" if complaint_id in known else "no such complaint"
+        raise ValueError(f"cannot resolve complaint #{complaint_id}: {why} (courtly abuse --list)")
+    row = known[complaint_id]
     if as_json:
         return json.dumps(_row(row))
     return (f"complaint #{complaint_id} on {row[1]} resolved; a running crawl lifts the slow-down of "
@@ -123,9 +144,15 @@ def open_complaints(store: SqliteStore) -> list[dict]:
 def listing(out: Path, *, as_json: bool = False) -> str:
     store = _open(out)
     try:
-        rows = [_row(r) for r in store.complaints()]
+        rows = store.complaints()
     finally:
         store.close()
+    return listing_text(rows, as_json=as_json)
+
+
+def listing_text(complaints: list[tuple], *, as_json: bool = False) -> str:
+    """`courtly abuse --list` of the store's complaint rows."""
+    rows = [_row(r) for r in complaints]
     if as_json:
         return json.dumps(rows, indent=2)
     if not rows:

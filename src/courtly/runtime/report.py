@@ -394,6 +394,13 @@ def purge(out: Path, scope: str, value: str, reason: str = "", *, now: float | N
     finally:
         store.close()
     rewritten = rewrite_purged_originals(out) if not _keep_originals(out) else ""
+    return purge_report(stored, counts, at, crawl_id, rewritten, f"--out {out}", as_json=as_json)
+
+
+def purge_report(stored, counts: dict[str, int], at: float, crawl_id: str, rewritten: str, where: str, *,
+                 as_json: bool = False) -> str:
+    """What `courtly purge` prints about a purge just recorded (`where`:
+    the store's option, `--out DIR` or `--db DSN`)."""
     data = {"purge_id": stored.id, "scope": str(stored.scope), "value": stored.value,
             "reason": stored.reason, "recorded_at": at, "crawl_id": crawl_id,
             "queued_dropped": counts["queued"], "records_marked": counts["queued"] + counts["other"],
@@ -404,7 +411,7 @@ def purge(out: Path, scope: str, value: str, reason: str = "", *, now: float | N
              f"  {counts['queued']} queued URLs dropped, {counts['other']} other URL records marked purged",
              "  a running crawl takes it up at its next commit (store.commit_interval_s) and fetches "
              "nothing in its scope from then on; exports leave it out",
-             f"  when it took effect: courtly purge --list --out {out}"]
+             f"  when it took effect: courtly purge --list {where}"]
     if rewritten:
         lines.append(f"  {rewritten}")
     return "\n".join(lines)
@@ -417,6 +424,11 @@ def purges(out: Path, *, as_json: bool = False) -> str:
         rows = store.purges(0)
     finally:
         store.close()
+    return purges_report(rows, as_json=as_json)
+
+
+def purges_report(rows: list[tuple], *, as_json: bool = False) -> str:
+    """`courtly purge --list` of the store's purge rows."""
     data = [{"purge_id": i, "scope": sc, "value": v, "reason": r, "recorded_at": at, "applied_at": ap,
              "effect_s": (ap - at) if ap is not None else None} for i, sc, v, r, at, ap in rows]
     if as_json:

@@ -9,7 +9,7 @@ whose module doc describes the protocol); it uses the store's `_one`,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 import asyncpg
 
 from courtly.core.lease import LeaseRecord
@@ -29,6 +29,7 @@ class ClusterMixin:
     statements: int
     ip_busy_wait_s: float
     _ip_tokens: dict[str, list[float]]
+    _shared_acquired: Callable[[], None]   # pg_shared: partitions were granted
     # ---- workers and leases (database clock) --------------------------------------------------
 
     async def register(self, worker_id: str) -> float:
@@ -71,7 +72,10 @@ class ClusterMixin:
                     f" UPDATE partitions p SET owner = $2, epoch = p.epoch + 1, lease_until = {_NOW} + $3"
                     f" FROM cur WHERE p.id = cur.id AND (p.owner IS NULL OR p.lease_until <= {_NOW})"
                     " RETURNING p.id, p.epoch"), ids, worker_id, ttl_s)
-                return {r["id"]: r["epoch"] for r in rows}
+                got = {r["id"]: r["epoch"] for r in rows}
+                if got:
+                    self._shared_acquired()
+                return got
             except RETRYABLE:
                 await asyncio.sleep(0.01 * (attempt + 1))
         return {}

@@ -15,17 +15,24 @@ Versions:
      (a late-arriving request cannot crowd the server's window).
   3. the monitor's watch list: watches, watch_state, changes (with webhook
      delivery state) and the list's version (a sequence).
+  4. what the single machine's store has beside the crawl data, shared by
+     all workers (shell/store/pg_shared): purges, abuse complaints, the trap
+     guard's rows per key and the soft-404 book's per origin, flags
+     numbered in the order recorded, and a partition on simhashes and
+     histories (filled from the URL records for older rows). Additive only (IF NOT EXISTS): if another migration takes
+     this number first, renumbering is safe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "NOW_SQL", "LOCK_ID", "SchemaError"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "NOW_SQL", "LOCK_ID", "PURGE_LOCK_ID", "SchemaError"]
 
 NOW_SQL = "extract(epoch from clock_timestamp())::float8"
 _NOW = NOW_SQL
 LOCK_ID = 0x636F75727431   # advisory lock serialising migrations ("court1")
+PURGE_LOCK_ID = 0x636F75727432   # advisory lock numbering purges in commit order ("court2")
 _LOCK_ID = LOCK_ID
 
 
@@ -186,7 +193,32 @@ CREATE INDEX changes_delivery ON changes (delivery) WHERE delivery IN ('pending'
 CREATE SEQUENCE watch_list_version;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+# shell/store/pg_shared: the same tables as SqliteStore's purges and abuse_complaints
+_V4_SHARED = """
+CREATE TABLE IF NOT EXISTS purges (
+    id bigserial PRIMARY KEY, scope text NOT NULL, value text NOT NULL, reason text NOT NULL,
+    at double precision NOT NULL,               -- recorded
+    applied_at double precision);               -- first taken up by a worker (NULL: none yet)
+CREATE TABLE IF NOT EXISTS abuse_complaints (
+    id bigserial PRIMARY KEY, host text NOT NULL, key text NOT NULL, contact text NOT NULL,
+    note text NOT NULL, recorded_at double precision NOT NULL,
+    resolved_at double precision);              -- NULL while open
+CREATE TABLE IF NOT EXISTS trap_hosts (          -- TrapGuard state per politeness key
+    key text PRIMARY KEY, partition integer NOT NULL, state text NOT NULL);
+CREATE INDEX IF NOT EXISTS trap_hosts_partition ON trap_hosts (partition);
+CREATE TABLE IF NOT EXISTS soft404_hosts (       -- Soft404Book state per origin
+    origin text PRIMARY KEY, partition integer NOT NULL, state text NOT NULL);
+CREATE INDEX IF NOT EXISTS soft404_hosts_partition ON soft404_hosts (partition);
+ALTER TABLE simhashes ADD COLUMN IF NOT EXISTS partition integer;
+UPDATE simhashes s SET partition = u.partition FROM urls u WHERE s.partition IS NULL AND u.url = s.doc_id;
+CREATE INDEX IF NOT EXISTS simhashes_partition ON simhashes (partition, id);
+ALTER TABLE histories ADD COLUMN IF NOT EXISTS partition integer;
+UPDATE histories h SET partition = u.partition FROM urls u WHERE h.partition IS NULL AND u.url = h.url;
+CREATE INDEX IF NOT EXISTS histories_partition ON histories (partition, url);
+ALTER TABLE flags ADD COLUMN IF NOT EXISTS id bigserial;          -- the order recorded (iter_flags)
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

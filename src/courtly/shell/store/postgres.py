@@ -5,7 +5,9 @@ dead_letters, flags, digests, simhashes, histories, meta), plus what many
 workers share: `workers` (heartbeats), `partitions` (owner, fencing epoch,
 lease_until), `inbox` (new queued URLs per partition, not yet claimed by its
 owner), `ip_limits` (per-IP slots and recent starts, cluster-wide) and
-`applied_batches` (batch ids, so a retried commit is applied once).
+`applied_batches` (batch ids, so a retried commit is applied once). Takedowns,
+complaints, the shared duplicate lookup and the trap guard's and soft-404
+book's rows per key: shell/store/pg_shared.py.
 
 How it works
 ------------
@@ -69,6 +71,7 @@ from courtly.shell.store.pg_cluster import RETRIES, RETRYABLE, ClusterMixin
 from courtly.ports import StaleEpochError, StoreUnavailableError
 from courtly.shell.store.pg_schema import LOCK_ID as _LOCK_ID, MIGRATIONS, NOW_SQL as _NOW, SCHEMA_VERSION, SchemaError
 from courtly.shell.store.pg_schema import migrate as _migrate
+from courtly.shell.store.pg_shared import SHARED_META, SharedMixin
 from courtly.shell.store.sqlite import StoreError
 
 __all__ = ["PostgresStore", "StaleEpoch", "StoreUnavailable", "StoreError", "MIGRATIONS",
@@ -132,6 +135,11 @@ def _rounds(rows: Sequence[tuple], key: int) -> list[list[tuple]]:
     return out
 
 
+def _each(partitions: Iterable[int] | None) -> list[int | None]:
+    """The partitions to read one by one, or [None]: all at once."""
+    return [None] if partitions is None else sorted(set(partitions))
+
+
 def _last_per(rows: Sequence[tuple], key: int) -> list[tuple]:
     return list({r[key]: r for r in rows}.values())
 
@@ -170,11 +178,11 @@ _APPEND = {  # table -> (columns, array types)
                 ("text", "text", "float8", "int", "int8", "float8", "text", "text", "text")),
     "dead_letters": (("url", "at", "reason"), ("text", "float8", "text")),
     "flags": (("url", "at", "flag", "detail"), ("text", "float8", "text", "text")),
-    "simhashes": (("doc_id", "fp", "scope"), ("text", "int8", "text")),
+    "simhashes": (("doc_id", "fp", "scope", "partition"), ("text", "int8", "text", "int")),
 }
 
 
-class PostgresStore(ClusterMixin):
+class PostgresStore(ClusterMixin, SharedMixin):
     """Crawl state shared by many workers. Open with `await PostgresStore.open(dsn)`."""
 
     def __init__(self, pool, partitions: int | None) -> None:
@@ -184,6 +192,8 @@ class PostgresStore(ClusterMixin):
         self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
         self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
         self._ip_tokens: dict[str, list[float]] = {}
+        self.key_mode = "domain"        # the crawl's politeness_key (meta), for rows kept by host
+        self._shared_cache: dict[tuple[str, str], object] = {}   # pg_shared: rows as last written
 
     @classmethod
     async def open(cls, dsn: str, *, partitions: int | None = None, pool_min: int = 1, pool_max: int = 8,
@@ -207,6 +217,7 @@ class PostgresStore(ClusterMixin):
                     await store._create_crawl(conn, partitions)
                 raw = await conn.fetchval("SELECT v FROM meta WHERE k = 'partitions'")
                 store.partitions = int(raw) if raw is not None else None
+                store.key_mode = await conn.fetchval("SELECT v FROM meta WHERE k = 'politeness_key'") or "domain"
         except BaseException:
             await pool.close()
             raise
@@ -274,19 +285,23 @@ class PostgresStore(ClusterMixin):
         -> epoch the caller holds). Returns False when `batch_id` was applied
         before (a retry after a lost COMMIT answer). Raises StaleEpoch."""
         epochs = dict(partition_epochs or {})
-        plan = self._plan(batch, epochs)
+        plan = self._plan(batch, epochs, fenced=partition_epochs is not None)
         for attempt in range(RETRIES):
             try:
                 async with self._conn() as conn:
-                    return await self._apply_once(conn, batch, plan, epochs, batch_id)
+                    done = await self._apply_once(conn, batch, plan, epochs, batch_id)
+                self._shared_done(plan["shared"])
+                return done
             except RETRYABLE:
                 if attempt == RETRIES - 1:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def _plan(self, b: Batch, epochs: Mapping[int, int]) -> dict:
-        """Pure preparation: partitions, rounds and column arrays."""
+    def _plan(self, b: Batch, epochs: Mapping[int, int], *, fenced: bool = True) -> dict:
+        """Pure preparation: partitions, rounds and column arrays. Unfenced
+        (no `partition_epochs`), the trap and soft-404 rows of every partition
+        are written; fenced, only those of the partitions held."""
         new = sorted(((u, self._partition(k), k, band, d, r, via, at)
                       for u, k, band, d, r, via, at in b.new_urls), key=lambda r: r[0])
         owned, routed = [], []
@@ -295,12 +310,17 @@ class PostgresStore(ClusterMixin):
             row = (url, p, key, via, at, state, reason, detail, depth)
             (owned if p in epochs else routed).append(row)
         hosts = sorted((k, self._partition(k), json.dumps(v)) for k, v in b.hosts.items())
+        shared = self._plan_shared(b.meta, epochs if fenced else None)
         touched = {r[1] for r in owned} | {r[1] for r in hosts}
+        if fenced:
+            touched |= {r[1] for rows in shared["rows"].values() for r in rows}
         not_held = {p for p in touched if p not in epochs}
         if not_held:
             raise StaleEpoch(not_held)
+        meta = {k: v for k, v in b.meta.items() if k not in SHARED_META} | shared["meta"]
         return {"new": _rounds(new, 0), "owned": _rounds(owned, 0), "routed": routed,
-                "hosts": hosts, "touched": touched}
+                "hosts": hosts, "touched": touched, "shared": shared, "meta": meta,
+                "simhashes": self._simhash_rows(b.simhashes), "histories": self._history_rows(b.histories.values())}
 
     async def _apply_once(self, conn, b: Batch, plan: dict, epochs: Mapping[int, int],
                           batch_id: str | None) -> bool:
@@ -358,19 +378,20 @@ class PostgresStore(ClusterMixin):
                 await conn.execute(
                     "INSERT INTO digests SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[])"
                     " ON CONFLICT (digest) DO NOTHING", *_cols(b.digests, 4))
-            await self._append(conn, "simhashes", b.simhashes)
-            if b.histories:
-                rows = sorted(b.histories.values())
+            await self._append(conn, "simhashes", plan["simhashes"])
+            if plan["histories"]:
                 self.statements += 1
                 await conn.execute(
-                    "INSERT INTO histories SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[],"
-                    " $5::text[]) ON CONFLICT (url) DO UPDATE SET host = excluded.host, tier = excluded.tier,"
-                    " depth = excluded.depth, history = excluded.history", *_cols(rows, 5))
-            if b.meta:
+                    "INSERT INTO histories (url, host, tier, depth, history, partition) SELECT * FROM unnest("
+                    "$1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::int[]) ON CONFLICT (url)"
+                    " DO UPDATE SET host = excluded.host, tier = excluded.tier, depth = excluded.depth,"
+                    " history = excluded.history, partition = excluded.partition", *_cols(plan["histories"], 6))
+            await self._write_shared(conn, plan["shared"])
+            if plan["meta"]:
                 self.statements += 1
                 await conn.execute(
                     "INSERT INTO meta SELECT * FROM unnest($1::text[], $2::text[])"
-                    " ON CONFLICT (k) DO UPDATE SET v = excluded.v", *_cols(sorted(b.meta.items()), 2))
+                    " ON CONFLICT (k) DO UPDATE SET v = excluded.v", *_cols(sorted(plan["meta"].items()), 2))
             if touched:
                 await self._fence(conn, touched, epochs)
         except BaseException:
@@ -476,15 +497,25 @@ class PostgresStore(ClusterMixin):
                                    " WHERE $1::text IS NULL OR digest > $1 ORDER BY digest LIMIT $2", 0):
             yield r
 
-    async def iter_histories(self) -> AsyncIterator[tuple]:
-        async for r in self._pages("SELECT url, host, tier, depth, history FROM histories"
-                                   " WHERE $1::text IS NULL OR url > $1 ORDER BY url LIMIT $2", 0):
-            yield r
+    async def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
+        """(url, host, tier, depth, history) of the recrawl histories, by URL
+        (partition by partition when `partitions` are given: index
+        histories_partition)."""
+        sql = "SELECT url, host, tier, depth, history FROM histories WHERE ($1::text IS NULL OR url > $1)"
+        for p in _each(partitions):
+            async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
+                                       + " ORDER BY url LIMIT $2", 0, *(() if p is None else (p,))):
+                yield r
 
-    async def iter_simhashes(self) -> AsyncIterator[tuple]:
-        async for r in self._pages("SELECT doc_id, fp, scope, id FROM simhashes WHERE id > $1"
-                                   " ORDER BY id LIMIT $2", 3, start=0):
-            yield r[:3]
+    async def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
+        """(doc_id, fp, scope) in insertion order (partition by partition when
+        `partitions` are given: index simhashes_partition; a host's rows are
+        all in its key's partition, so each scope keeps its order)."""
+        sql = "SELECT doc_id, fp, scope, id FROM simhashes WHERE id > $1"
+        for p in _each(partitions):
+            async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
+                                       + " ORDER BY id LIMIT $2", 3, *(() if p is None else (p,)), start=0):
+                yield r[:3]
 
     async def fetches_by_day(self) -> list[tuple]:
         rows = await self._one("fetch", "SELECT floor(at / 86400)::int AS day, kind, count(*) FROM fetches"
@@ -513,6 +544,11 @@ class PostgresStore(ClusterMixin):
         return rows[0][0]
 
     async def get_meta(self, k: str) -> str | None:
+        """A meta value; the trap guard's and soft-404 book's snapshots are
+        put together from their rows (pg_shared), None while there are none."""
+        if k in SHARED_META:
+            data = await (self.trap_snapshot() if k == "traps" else self.soft404_snapshot())
+            return json.dumps(data) if data["hosts"] or data.get("allow") else None
         return await self._one("fetchval", "SELECT v FROM meta WHERE k = $1", k)
 
     async def url_record(self, url: str) -> dict | None:

@@ -133,6 +133,12 @@ def _first_per_digest(rows: list[tuple]) -> list[tuple]:
     return out
 
 
+def _first_capture(url: str, at: float, record_id: str):
+    from courtly.core.fingerprint import FirstCapture
+
+    return FirstCapture(url, at, record_id)
+
+
 class StoreError(Exception):
     """The crawl folder's database cannot be used (one-line message)."""
 
@@ -325,6 +331,33 @@ class SqliteStore:
 
     def iter_digests(self) -> Iterator[tuple]:
         yield from self._db.execute("SELECT digest, url, at, record_id FROM digests")
+
+    def digest_record(self, digest: str):
+        """The first capture (core FirstCapture) of the payload `digest`, or
+        None. A scan of the appended table: the running crawl keeps this index
+        in memory (runtime/budget); this answers tools and the store contract."""
+        row = self._db.execute("SELECT url, at, record_id FROM digests WHERE digest = ? ORDER BY rowid LIMIT 1",
+                               (digest,)).fetchone()
+        return None if row is None else _first_capture(*row)
+
+    def digest_records(self, digests) -> dict:
+        """`digest_record` for many digests (one scan): those known."""
+        wanted = set(digests)
+        out: dict = {}
+        for digest, url, at, record_id in self.iter_digests():
+            if digest in wanted and digest not in out:
+                out[digest] = _first_capture(url, at, record_id)
+        return out
+
+    def trap_snapshot(self) -> dict:
+        """The trap guard's snapshot (`TrapGuard.restore` takes it; empty when none)."""
+        raw = self.get_meta("traps")
+        return json.loads(raw) if raw else {"version": 1, "allow": [], "hosts": {}}
+
+    def soft404_snapshot(self) -> dict:
+        """The soft-404 book's snapshot (`Soft404Book.restore` takes it; empty when none)."""
+        raw = self.get_meta("soft404")
+        return json.loads(raw) if raw else {"version": 2, "hosts": {}}
 
     def iter_histories(self) -> Iterator[tuple]:
         yield from self._db.execute("SELECT url, host, tier, depth, history FROM histories")
