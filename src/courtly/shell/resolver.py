@@ -40,6 +40,7 @@ from typing import Awaitable, Callable, Sequence
 
 from courtly.core.netpolicy import NetPolicy, parse_ip
 from courtly.core.types import Reason
+from courtly.ports import ResolveFailed  # declared with the ports; re-exported here
 
 try:  # pragma: no cover - exercised by whichever is installed
     import aiodns
@@ -56,15 +57,6 @@ _HOST_LEN_MAX = 253
 # Upper bounds of the lookup latency histogram (seconds); +Inf is implied.
 DNS_LATENCY_BUCKETS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                             2.5, 5.0, 10.0)
-
-
-class ResolveFailed(Exception):
-    """A host that may not be connected to: Reason.DNS or Reason.NON_PUBLIC."""
-
-    def __init__(self, reason: Reason, detail: str = "") -> None:
-        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)

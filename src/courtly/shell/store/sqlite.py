@@ -31,11 +31,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from courtly.core.purge import Purge
 
 __all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION", "refuse_foreign"]
 
 from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of work)
+from courtly.ports import (  # noqa: E402  (the rows it reads back: NamedTuples, positional as before)
+    ComplaintRow, DeadLetterRow, DigestRow, FlagRow, HistoryRow, PurgeRow, QueuedRow, RefusedRow, SimhashRow,
+)
 
 SCHEMA_VERSION = 1
 
@@ -303,19 +309,19 @@ class SqliteStore:
         for (u,) in self._db.execute("SELECT url FROM urls WHERE NOT (state = 'skipped' AND reason IS 'nofollow')"):
             yield u
 
-    def iter_queued(self) -> Iterator[tuple]:
+    def iter_queued(self) -> Iterator[QueuedRow]:
         """(url, key, band, depth, redirects, via, attempts) of every queued URL."""
-        yield from self._db.execute(
+        yield from map(QueuedRow._make, self._db.execute(
             "SELECT url, key, band, depth, redirects, via, attempts FROM urls WHERE state='queued'"
-        )
+        ))
 
-    def queued_of_key(self, key: str, limit: int) -> list[tuple]:
+    def queued_of_key(self, key: str, limit: int) -> list[QueuedRow]:
         """The first `limit` queued URLs of `key` in band order, as
         (url, key, band, depth, redirects, via, attempts); an index range scan."""
-        return self._db.execute(
+        return list(map(QueuedRow._make, self._db.execute(
             "SELECT url, key, band, depth, redirects, via, attempts FROM urls INDEXED BY urls_queued_key"
             " WHERE key = ? AND state = 'queued' ORDER BY band, discovered_at LIMIT ?",
-            (key, limit)).fetchall()
+            (key, limit))))
 
     def hosts(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
@@ -323,11 +329,11 @@ class SqliteStore:
     def robots(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
 
-    def iter_digests(self) -> Iterator[tuple]:
-        yield from self._db.execute("SELECT digest, url, at, record_id FROM digests")
+    def iter_digests(self) -> Iterator[DigestRow]:
+        yield from map(DigestRow._make, self._db.execute("SELECT digest, url, at, record_id FROM digests"))
 
-    def iter_histories(self) -> Iterator[tuple]:
-        yield from self._db.execute("SELECT url, host, tier, depth, history FROM histories")
+    def iter_histories(self) -> Iterator[HistoryRow]:
+        yield from map(HistoryRow._make, self._db.execute("SELECT url, host, tier, depth, history FROM histories"))
 
     def fetches_by_day(self) -> list[tuple]:
         """(day since epoch, kind, fetches) for the report."""
@@ -335,21 +341,22 @@ class SqliteStore:
             "SELECT CAST(at / 86400 AS INTEGER) AS day, kind, count(*) FROM fetches GROUP BY day, kind"
             " ORDER BY day, kind").fetchall()
 
-    def iter_simhashes(self) -> Iterator[tuple]:
-        yield from self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id")
+    def iter_simhashes(self) -> Iterator[SimhashRow]:
+        yield from map(SimhashRow._make, self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id"))
 
-    def iter_flags(self, flags: tuple[str, ...]) -> Iterator[tuple]:
+    def iter_flags(self, flags: tuple[str, ...]) -> Iterator[FlagRow]:
         """(url, at, flag, detail) of the flags named, in the order recorded."""
         marks = ", ".join("?" * len(flags))
-        yield from self._db.execute(f"SELECT url, at, flag, detail FROM flags WHERE flag IN ({marks}) ORDER BY rowid",
-                                    flags)
+        yield from map(FlagRow._make, self._db.execute(
+            f"SELECT url, at, flag, detail FROM flags WHERE flag IN ({marks}) ORDER BY rowid", flags))
 
     def url_flags(self, url: str) -> list[tuple]:
         return read_url_flags(self._db, url)
 
-    def dead_letters(self, limit: int) -> list[tuple]:
+    def dead_letters(self, limit: int) -> list[DeadLetterRow]:
         """(url, at, reason) of the pages extraction gave up on, oldest first, at most `limit`."""
-        return self._db.execute("SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,)).fetchall()
+        return list(map(DeadLetterRow._make, self._db.execute(
+            "SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,))))
 
     def count_denied(self, key: str, reason: str) -> int:
         return self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
@@ -369,13 +376,13 @@ class SqliteStore:
         self._db.execute("COMMIT")
         return n
 
-    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[tuple]:
+    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[RefusedRow]:
         """(url, key, via, reason, detail) of seed-stage URLs (depth 0: seeds and
         their redirect hops) skipped for one of `reasons` (runtime/refusal)."""
         marks = ", ".join("?" * len(reasons))
-        return self._db.execute(
+        return list(map(RefusedRow._make, self._db.execute(
             f"SELECT url, key, via, reason, coalesce(detail, '') FROM urls WHERE depth = 0"
-            f" AND state = 'skipped' AND reason IN ({marks}) LIMIT ?", (*reasons, limit)).fetchall()
+            f" AND state = 'skipped' AND reason IN ({marks}) LIMIT ?", (*reasons, limit))))
 
     def requeue(self, rows: list[tuple[str, str]]) -> int:
         """Queue again skipped URLs, given as (key, url) (seed band). How many."""
@@ -435,7 +442,7 @@ class SqliteStore:
 
     # ---- takedowns ------------------------------------------------------------
 
-    def add_purge(self, purge, at: float) -> tuple[object, dict[str, int]]:
+    def add_purge(self, purge: Purge, at: float) -> tuple[Purge, dict[str, int]]:
         """Record `purge` (a core.purge.Purge) and mark every URL record in its
         scope, in one transaction. Returns (the purge with its id, counts)."""
         from dataclasses import replace
@@ -454,16 +461,16 @@ class SqliteStore:
         self.statements += 1
         return stored, counts
 
-    def purges(self, after_id: int = 0) -> list[tuple]:
+    def purges(self, after_id: int = 0) -> list[PurgeRow]:
         """(id, scope, value, reason, at, applied_at) of the purges after `after_id`."""
-        return self._db.execute(
+        return list(map(PurgeRow._make, self._db.execute(
             "SELECT id, scope, value, reason, at, applied_at FROM purges WHERE id > ? ORDER BY id",
-            (after_id,)).fetchall()
+            (after_id,))))
 
     def purges_max_id(self) -> int:
         return self._db.execute("SELECT coalesce(max(id), 0) FROM purges").fetchone()[0]
 
-    def apply_purges(self, purges, applied_at: float | None) -> dict[str, int]:
+    def apply_purges(self, purges: Iterable[Purge], applied_at: float | None) -> dict[str, int]:
         """Mark the URL records in scope of `purges` again (a running crawl may
         have written some since they were recorded) and set their applied_at."""
         db = self._db
@@ -522,10 +529,11 @@ class SqliteStore:
         self.statements += 1
         return n == 1
 
-    def complaints(self, *, open_only: bool = False) -> list[tuple]:
+    def complaints(self, *, open_only: bool = False) -> list[ComplaintRow]:
         """(id, host, key, contact, note, recorded_at, resolved_at), oldest first."""
         sql = "SELECT id, host, key, contact, note, recorded_at, resolved_at FROM abuse_complaints"
-        return self._db.execute(sql + (" WHERE resolved_at IS NULL" if open_only else "") + " ORDER BY id").fetchall()
+        return list(map(ComplaintRow._make, self._db.execute(
+            sql + (" WHERE resolved_at IS NULL" if open_only else "") + " ORDER BY id")))
 
     def update_warc_refs(self, filename: str, moved: dict[int, int | None]) -> int:
         """Point the fetch log at the records' new offsets after the WARC file
