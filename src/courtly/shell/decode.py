@@ -104,7 +104,7 @@ def decode_body(
         return Decoded(b"")
 
     limit = decode_limit(len(body), decoded_bytes_max, ratio_max)
-    stream: Iterable[bytes] = _slices(body)
+    stream: Iterable[bytes] = _slices(body)  # type: ignore[assignment]  # each stage reads memoryviews too
     for name in reversed(codings):
         stream = _STAGES[name](stream)
 
@@ -230,7 +230,7 @@ class _Pull:
 def _zstd(chunks: Iterable[bytes]) -> Iterator[bytes]:
     # a decompressor per call: instances must not be shared across threads
     d = zstandard.ZstdDecompressor(max_window_size=ZSTD_WINDOW_BYTES_MAX)
-    reader = d.stream_reader(_Pull(chunks), read_across_frames=True)
+    reader = d.stream_reader(_Pull(chunks), read_across_frames=True)  # type: ignore[arg-type]  # has read()
     while True:
         out = reader.read(STEP_BYTES)
         if not out:

@@ -131,9 +131,9 @@ class Http1Fetcher:
         self._wall_clock = wall_clock
         self._send_gate = send_gate
         self._base = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": accept_encoding}
-        for name, value in self._base.items():
-            if not _header_ok(name, value):
-                raise ValueError(f"invalid header {name}: {value!r}")
+        for header, text in self._base.items():
+            if not _header_ok(header, text):
+                raise ValueError(f"invalid header {header}: {text!r}")
         self._base_bytes = _encode_headers(self._base)
         self._pool = Pool(connections_max, connections_per_host_max, idle_s)
         self._closed = False
@@ -382,7 +382,7 @@ def _split_url_parsed(url: str) -> tuple[str, str, int, str, str]:
         target = u.raw_path_qs or "/"
     except (ValueError, TypeError, UnicodeError, IndexError) as exc:   # IndexError: yarl on "http://[::1]@"
         raise _Failed(FetchError.INVALID_URL, _describe(exc)) from None
-    if scheme not in _DEFAULT_PORT or not raw_host or port is None:
+    if scheme not in _DEFAULT_PORT or not raw_host or port is None or host_header is None:
         raise _Failed(FetchError.INVALID_URL, f"not an absolute http(s) URL: {url!r}")
     if not target.startswith("/") or not target.isascii() or any(c in target for c in " \r\n"):
         raise _Failed(FetchError.INVALID_URL, f"cannot send the target of {url!r}")
