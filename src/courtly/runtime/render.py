@@ -52,6 +52,7 @@ from courtly.core.render_policy import RenderBudget, RenderChoice, RenderPolicy,
 from courtly.core.robots import RobotsState
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import UrlError, normalize_url, origin_text_of_normalized, politeness_key, split_origin
+from courtly.ports import ResolveFailed
 from courtly.runtime.requests import path_of
 from courtly.runtime.takedown import PurgedNow
 
@@ -259,9 +260,7 @@ class SubrequestGate:
         key = politeness_key(host, c.cfg.crawl.politeness_key)
         try:
             ip = (await c.resolver.resolve(host))[0]
-        except Exception as e:
-            if not isinstance(getattr(e, "reason", None), Reason):
-                raise
+        except ResolveFailed as e:
             return self._refuse(url, str(e.reason))
         refusal = await self._robots(url, key)
         if refusal:
