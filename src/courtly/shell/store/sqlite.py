@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 if TYPE_CHECKING:
     from courtly.core.purge import Purge
@@ -125,7 +125,7 @@ CREATE TABLE IF NOT EXISTS abuse_complaints (   -- courtly abuse: the host's key
 """
 
 
-def _first_per_digest(rows: list[tuple]) -> list[tuple]:
+def _first_per_digest(rows: Sequence[DigestRow]) -> list[DigestRow]:
     """A batch's digest rows, the first of each digest only (the appended
     table does not ignore a repeat by itself). A digest repeated across
     batches, which happens only once the crawl's ExactDupIndex is full, is
@@ -323,10 +323,10 @@ class SqliteStore:
             " WHERE key = ? AND state = 'queued' ORDER BY band, discovered_at LIMIT ?",
             (key, limit))))
 
-    def hosts(self) -> dict[str, dict]:
+    def hosts(self) -> dict[str, dict[str, Any]]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
 
-    def robots(self) -> dict[str, dict]:
+    def robots(self) -> dict[str, dict[str, Any]]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
 
     def iter_digests(self) -> Iterator[DigestRow]:
@@ -335,7 +335,7 @@ class SqliteStore:
     def iter_histories(self) -> Iterator[HistoryRow]:
         yield from map(HistoryRow._make, self._db.execute("SELECT url, host, tier, depth, history FROM histories"))
 
-    def fetches_by_day(self) -> list[tuple]:
+    def fetches_by_day(self) -> list[tuple[int, str, int]]:
         """(day since epoch, kind, fetches) for the report."""
         return self._db.execute(
             "SELECT CAST(at / 86400 AS INTEGER) AS day, kind, count(*) FROM fetches GROUP BY day, kind"
@@ -350,7 +350,7 @@ class SqliteStore:
         yield from map(FlagRow._make, self._db.execute(
             f"SELECT url, at, flag, detail FROM flags WHERE flag IN ({marks}) ORDER BY rowid", flags))
 
-    def url_flags(self, url: str) -> list[tuple]:
+    def url_flags(self, url: str) -> list[tuple[float, str, str]]:
         return read_url_flags(self._db, url)
 
     def dead_letters(self, limit: int) -> list[DeadLetterRow]:
@@ -359,15 +359,15 @@ class SqliteStore:
             "SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,))))
 
     def count_denied(self, key: str, reason: str) -> int:
-        return self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
-                                (key, reason)).fetchone()[0]
+        return int(self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
+                                    (key, reason)).fetchone()[0])
 
     def requeue_denied(self, key: str, reason: str, rule: str | None = None) -> int:
         """Queue again the URLs of `key` skipped for `reason` (and `rule`, whose
         name starts the decision's detail). Returns how many."""
         sql = ("UPDATE urls SET state='queued', reason=NULL, detail=NULL"
                " WHERE key = ? AND state = 'skipped' AND reason = ?")
-        args: tuple = (key, reason)
+        args: tuple[str, ...] = (key, reason)
         if rule:
             sql += " AND detail LIKE ?"
             args += (rule + "%",)
@@ -407,17 +407,17 @@ class SqliteStore:
         row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()
         return row[0] if row else None
 
-    def url_record(self, url: str) -> dict | None:
+    def url_record(self, url: str) -> dict[str, Any] | None:
         return read_url_record(self._db, url)
 
-    def url_fetches(self, url: str) -> list[dict]:
+    def url_fetches(self, url: str) -> list[dict[str, Any]]:
         return read_url_fetches(self._db, url)
 
     def linked_from(self, url: str, limit: int = 20) -> list[str]:
         return read_linked_from(self._db, url, limit)
 
-    def counts(self) -> dict:
-        out: dict = {"states": {}, "reasons": {}, "statuses": {}}
+    def counts(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"states": {}, "reasons": {}, "statuses": {}}
         for state, n in self._db.execute("SELECT state, count(*) FROM urls GROUP BY state"):
             out["states"][state] = n
         for reason, n in self._db.execute(
@@ -452,6 +452,7 @@ class SqliteStore:
         try:
             cur = db.execute("INSERT INTO purges(scope, value, reason, at) VALUES (?, ?, ?, ?)",
                              (str(purge.scope), purge.value, purge.reason, at))
+            assert cur.lastrowid is not None  # set by the INSERT just run
             stored = replace(purge, id=cur.lastrowid, at=at)
             counts = self._mark_purged(stored)
             db.execute("COMMIT")
@@ -468,7 +469,7 @@ class SqliteStore:
             (after_id,))))
 
     def purges_max_id(self) -> int:
-        return self._db.execute("SELECT coalesce(max(id), 0) FROM purges").fetchone()[0]
+        return int(self._db.execute("SELECT coalesce(max(id), 0) FROM purges").fetchone()[0])
 
     def apply_purges(self, purges: Iterable[Purge], applied_at: float | None) -> dict[str, int]:
         """Mark the URL records in scope of `purges` again (a running crawl may
@@ -490,7 +491,7 @@ class SqliteStore:
         self.statements += 1
         return total
 
-    def _mark_purged(self, purge) -> dict[str, int]:
+    def _mark_purged(self, purge: Purge) -> dict[str, int]:
         """URL records in scope become skipped/purged; queued ones counted apart.
         A cheap C filter (instr or a key range) runs before the exact match."""
         from courtly.core.purge import PurgeList, Scope
@@ -520,6 +521,7 @@ class SqliteStore:
             "INSERT INTO abuse_complaints(host, key, contact, note, recorded_at) VALUES (?, ?, ?, ?, ?)",
             (host, key, contact, note, at))
         self.statements += 1
+        assert cur.lastrowid is not None  # set by the INSERT just run
         return cur.lastrowid
 
     def resolve_complaint(self, complaint_id: int, at: float) -> bool:
@@ -568,13 +570,13 @@ class SqliteStore:
 # One URL's history, read the same way by the writer's store and by the
 # read-only view of a crawl folder (runtime/crawlview.py).
 
-def read_url_record(db: sqlite3.Connection, url: str) -> dict | None:
+def read_url_record(db: sqlite3.Connection, url: str) -> dict[str, Any] | None:
     cur = db.execute("SELECT * FROM urls WHERE url = ?", (url,))
     row = cur.fetchone()
     return dict(zip([d[0] for d in cur.description], row)) if row else None
 
 
-def read_url_fetches(db: sqlite3.Connection, url: str) -> list[dict]:
+def read_url_fetches(db: sqlite3.Connection, url: str) -> list[dict[str, Any]]:
     cur = db.execute("SELECT * FROM fetches WHERE url = ? ORDER BY at", (url,))
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
@@ -584,5 +586,5 @@ def read_linked_from(db: sqlite3.Connection, url: str, limit: int = 20) -> list[
     return [r[0] for r in db.execute("SELECT url FROM urls WHERE via = ? LIMIT ?", (url, limit))]
 
 
-def read_url_flags(db: sqlite3.Connection, url: str) -> list[tuple]:
+def read_url_flags(db: sqlite3.Connection, url: str) -> list[tuple[float, str, str]]:
     return db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
