@@ -44,9 +44,10 @@ def test_the_shell_implements_the_ports_it_is_wired_into():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_a_type_error_in_core_fails_the_check(tmp_path):
-    bad = tmp_path / "bad_core.py"
-    bad.write_text("def half(n: int) -> int:\n    return n / 2\n")
+def test_the_settings_fail_a_wrong_type_and_an_unannotated_function(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def half(n: int) -> int:\n    return n / 2\n\n\ndef loose(x):\n    return x\n")
     done = _mypy(str(bad))
     assert done.returncode == 1
     assert "Incompatible return value type" in done.stdout
+    assert "missing a type annotation" in done.stdout   # --strict, not only the default checks
