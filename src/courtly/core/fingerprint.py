@@ -70,7 +70,6 @@ import sys
 from array import array
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-
 from typing import Any, Callable
 
 import xxhash

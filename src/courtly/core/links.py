@@ -484,7 +484,8 @@ def _base(nodes: list[Any], url: str) -> str | None:
     return None
 
 
-def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, noindex: bool, nofollow: bool) -> tuple[Any, ...]:
+def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, noindex: bool,
+             nofollow: bool) -> tuple[Any, ...]:
     tree, error = parsed.tree, parsed.error
     nodes = tree.css(_SELECTOR)
     base = _base(nodes, url)

@@ -96,7 +96,8 @@ class Watch:
     def from_json(cls, d: dict[str, Any]) -> "Watch":
         known = {k: d[k] for k in ("id", "url", "every_s", "target_s", "webhook", "trigger", "trigger_on",
                                    "paused", "added_at") if k in d}
-        lists: dict[str, Any] = {k: tuple(str(x) for x in d.get(k) or ()) for k in ("select", "exclude", "ignore", "keep")}
+        lists: dict[str, Any] = {k: tuple(str(x) for x in d.get(k) or ())
+                                 for k in ("select", "exclude", "ignore", "keep")}
         return cls(**known, **lists)
 
 
