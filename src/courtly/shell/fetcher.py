@@ -60,11 +60,11 @@ from yarl import URL
 
 from courtly.core.netpolicy import parse_ip
 from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORT
+from courtly.core.types import Reason
 from courtly.core.urlfast import common_match
+from courtly.ports import FetchError, FetchResult  # FetchResult: declared with the ports; re-exported here
 from courtly.shell.decode import Decoded, decode_body
 from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
-from courtly.core.types import Reason
-from courtly.ports import FetchError, FetchResult  # FetchResult: declared with the ports; re-exported here
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
 
 __all__ = ["FetchResult", "Http1Fetcher", "ACCEPT_DEFAULT", "ACCEPT_ENCODING"]
@@ -242,7 +242,7 @@ class Http1Fetcher:
         One that cannot be undone (an unknown coding, chunked not last, corrupt
         data) is a protocol error: there is no honest body to give."""
         d = await self._decode(_join(x.chunks), ", ".join(x.codings), self._body_bytes_max)
-        if d.error == "decode":
+        if d.error is FetchError.DECODE:
             x.error, x.detail = FetchError.PROTOCOL, f"cannot undo the transfer coding ({d.detail})"
             return
         x.chunks = [d.content]
