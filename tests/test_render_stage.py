@@ -260,3 +260,14 @@ def test_a_subrequest_to_a_host_that_does_not_resolve_is_refused_unsent_with_the
     assert asyncio.run(ask()) == "dns" and url not in fetcher.pages
     assert c.renders.stats.blocked == {"dns": 1}
     c.store.close()
+
+
+def test_a_render_stage_for_a_watch_list_queues_none_of_the_rendered_dom_links(tmp_path):
+    c, fetcher, renderer, web = _shell_crawler(tmp_path, share_max=1.0, burst=1)
+    c.renders = PageRenders(c, renderer, c.cfg.replace("crawl", intent="monitor"))   # the render stage's intent
+    c.add_seeds([f"https://{h}/" for h in HOSTS])
+    asyncio.run(c.run())
+    assert renderer.rendered   # shells were rendered, their DOMs read
+    assert not [u for u in fetcher.pages if u.endswith("/only-rendered")]
+    assert c.renders.stats.links_added == 0
+    c.store.close()

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from courtly import __version__
 from courtly.config import Config
+from courtly.core.intent import profile_of
 from courtly.core.render import RenderOutcome, SubResponse, is_media
 from courtly.core.render_policy import RenderBudget, RenderChoice, RenderPolicy, ShellTest
 from courtly.core.robots import RobotsState
@@ -119,6 +120,7 @@ class PageRenders:
             ShellTest(text_chars_max=r.text_chars_max, script_share_min=r.script_share_min, roots=r.roots),
             RenderBudget(r.share_max, r.burst), band_max=r.band_max, enabled=True)
         self.stats = RenderStats()
+        self.discovers = profile_of(cfg.crawl.intent).discovers
         self.waiting_max = r.queue_max + r.contexts_max   # waiting for a context, and rendering
         self._active = 0                 # renders waiting for or holding a context
         self._strikes: OrderedDict[str, int] = OrderedDict()
@@ -193,7 +195,7 @@ class PageRenders:
 
     async def _queue_new_links(self, item: UrlItem, raw_page, dom: bytes, xrt: str, now: float) -> int:
         c = self.c
-        if c.cfg.crawl.intent == "monitor":
+        if not self.discovers:
             return 0   # a watch list discovers nothing
         page = await c.extractor.submit(dom, item.url, "text/html; charset=utf-8", xrt)
         if not hasattr(page, "links"):
