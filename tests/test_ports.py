@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 
 import pytest
@@ -105,3 +106,22 @@ def test_a_plain_tuple_batch_row_is_still_written(tmp_path):
         assert store.has_url("http://c.test/")
     finally:
         store.close()
+
+
+def test_the_http1_exchange_reports_truncation_and_errors_as_port_members():
+    from courtly.shell.http1 import Exchange
+
+    def closed_after(data: bytes) -> Exchange:
+        loop = asyncio.new_event_loop()
+        try:
+            x = Exchange(loop, 1 << 20, 1 << 16, 100)
+            x.feed(data)
+            x.lost(None)   # the peer closes
+            return x
+        finally:
+            loop.close()
+
+    cut = closed_after(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345")
+    assert cut.truncated is ports.Truncation.DISCONNECT and cut.error is None
+    assert closed_after(b"HTTP/1.1 200 OK\r\nContent-").error is FetchError.RESET
+    assert closed_after(b"SSH-2.0-OpenSSH\r\n\r\n").error is FetchError.PROTOCOL

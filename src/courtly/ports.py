@@ -130,7 +130,7 @@ class FetchResult:
     headers: Mapping[str, str]  # case-insensitive (a CIMultiDictProxy)
     body: bytes               # after transfer-decoding, still content-encoded
     content: bytes            # decoded per Content-Encoding, capped
-    truncated: str | None     # a Truncation: WARC-Truncated "length", "time", "disconnect"
+    truncated: Truncation | None  # WARC-Truncated: "length", "time", "disconnect"
     started_at: float         # wall clock, seconds since the epoch
     elapsed_s: float
     error: FetchError | None = None  # None when the response is usable (a StrEnum: equal to its string)

@@ -62,7 +62,7 @@ from courtly.core.netpolicy import parse_ip
 from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORT
 from courtly.core.types import Reason
 from courtly.core.urlfast import common_match
-from courtly.ports import FetchError, FetchResult  # FetchResult: declared with the ports; re-exported here
+from courtly.ports import FetchError, FetchResult, Truncation  # FetchResult: declared with the ports; re-exported here
 from courtly.shell.decode import Decoded, decode_body
 from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
@@ -182,7 +182,7 @@ class Http1Fetcher:
             x = f.exchange
             if x is not None and x.head_done and x.error is None:
                 if not x.ended:
-                    x.truncated = "time"
+                    x.truncated = Truncation.TIME
             else:
                 f.fail(FetchError.TIMEOUT, f"no response head within total_s={self._total_s}")
         finally:
@@ -247,7 +247,7 @@ class Http1Fetcher:
             return
         x.chunks = [d.content]
         if d.error is not None:  # decode_bomb: cut at the limit
-            x.truncated, x.detail = "length", f"transfer-decoded body: {d.detail}"
+            x.truncated, x.detail = Truncation.LENGTH, f"transfer-decoded body: {d.detail}"
 
     async def _run(self, f: "_Fetch", url: str, ip: str | None, headers: dict[str, str] | None) -> None:
         scheme, host, port, host_header, target = _split_url(url)

@@ -32,7 +32,7 @@ from collections import deque
 import httptools
 from multidict import CIMultiDict
 
-from courtly.ports import FetchError
+from courtly.ports import FetchError, Truncation
 
 __all__ = ["Connection", "Exchange", "Pool", "PoolClosed", "PoolKey"]
 
@@ -85,7 +85,7 @@ class Exchange:
         self.framing = 0         # bytes read in a row after the head without a byte of body
         self.mending = False     # the parser refused the head for a fault `_mend` remedies
         self.interims = 0        # 1xx heads skipped
-        self.truncated: str | None = None
+        self.truncated: Truncation | None = None
         self.error: FetchError | None = None
         self.detail = ""
 
@@ -209,7 +209,7 @@ class Exchange:
                 self.complete = True
                 self.keep_alive = False
             else:
-                self.truncated = "disconnect"
+                self.truncated = Truncation.DISCONNECT
                 self.detail = f"connection closed mid-body: {_describe(exc)}" if exc else "connection closed mid-body"
             self._end()
         else:
@@ -304,7 +304,7 @@ class Exchange:
         if n > self.left:
             self.chunks.append(body[: self.left])
             self.left = 0
-            self.truncated = "length"
+            self.truncated = Truncation.LENGTH
             self._end()
             return
         self.chunks.append(body)
