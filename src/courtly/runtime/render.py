@@ -53,7 +53,7 @@ from courtly.core.render_policy import RenderBudget, RenderChoice, RenderPolicy,
 from courtly.core.robots import RobotsState
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import UrlError, normalize_url, origin_text_of_normalized, politeness_key, split_origin
-from courtly.ports import ResolveFailed
+from courtly.ports import FetchKind, ResolveFailed
 from courtly.runtime.requests import path_of
 from courtly.runtime.takedown import PurgedNow
 
@@ -277,7 +277,7 @@ class SubrequestGate:
             return self._refuse(url, RenderRefusal.STOPPING)
         self.sent += 1
         self.r.stats.subrequests += 1
-        c.results.archive(url, result, kind="render-subrequest", meta={"rendered-for": self.page_url})
+        c.results.archive(url, result, kind=FetchKind.RENDER_SUBREQUEST, meta={"rendered-for": self.page_url})
         if not result.status:
             return self._refuse(url, RenderRefusal.NETWORK)
         return SubResponse(result.status, tuple((result.headers or {}).items()), result.content or b"")
