@@ -236,3 +236,38 @@ def test_a_subrequest_whose_turn_comes_after_the_render_deadline_is_dropped_unse
     assert [f[2:] for f in c.batch.flags if f[2] == "render_blocked"] == [
         ("render_blocked", f"deadline: https://{HOSTS[0]}/")]
     c.store.close()
+
+
+def test_a_subrequest_to_a_host_that_does_not_resolve_is_refused_unsent_with_the_dns_reason(tmp_path):
+    from courtly.core.render import SubRequest
+    from courtly.core.types import Reason
+    from courtly.ports import ResolveFailed
+    from courtly.runtime.render import SubrequestGate
+
+    c, fetcher, _renderer, _web_ = _shell_crawler(tmp_path, share_max=1.0, burst=1)
+
+    class _NoName:
+        async def resolve(self, host: str) -> list[str]:
+            raise ResolveFailed(Reason.DNS, f"{host}: no addresses")
+
+    c.resolver = _NoName()
+    url = f"https://{HOSTS[0]}/api"
+    gate = SubrequestGate(c.renders, f"https://{HOSTS[0]}/")
+
+    async def ask():
+        return await gate(SubRequest(url, "GET", "fetch", {}, f"https://{HOSTS[0]}/", c.clock.now() + 5.0))
+
+    assert asyncio.run(ask()) == "dns" and url not in fetcher.pages
+    assert c.renders.stats.blocked == {"dns": 1}
+    c.store.close()
+
+
+def test_a_render_stage_for_a_watch_list_queues_none_of_the_rendered_dom_links(tmp_path):
+    c, fetcher, renderer, web = _shell_crawler(tmp_path, share_max=1.0, burst=1)
+    c.renders = PageRenders(c, renderer, c.cfg.replace("crawl", intent="monitor"))   # the render stage's intent
+    c.add_seeds([f"https://{h}/" for h in HOSTS])
+    asyncio.run(c.run())
+    assert renderer.rendered   # shells were rendered, their DOMs read
+    assert not [u for u in fetcher.pages if u.endswith("/only-rendered")]
+    assert c.renders.stats.links_added == 0
+    c.store.close()

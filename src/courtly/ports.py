@@ -1,18 +1,100 @@
-"""The edges of the core: one `typing.Protocol` per port.
+"""The edges of the core: one `typing.Protocol` per port, and the values that cross them.
 
 The runtime depends on these shapes, never on a concrete technology, so the
 same worker runs against real HTTP and SQLite in production and against
 simulated fakes (`Sim*`, `VirtualClock`) in deterministic tests.
+
+What it owns:
+
+* the ports: `Clock`, `Resolver`, `Fetcher`, `Extractor`, `WarcSink`, and the
+  store split by what its callers need (`BatchWriter`, `UrlLookup`,
+  `QueueStore`, `HostStateStore`, `MetaStore`, `DecisionStore`,
+  `PurgeStore`, `ComplaintStore`, `IndexStore`); `Store` is their union,
+  what the single-machine store (`shell/store/sqlite.py`) implements whole.
+  A collaborator asks for the narrowest one it uses, so a fake implements
+  two methods, not forty.
+* what crosses them: `FetchResult` with its `FetchError` and `Truncation`
+  kinds, `ResolveFailed`, the store's errors, the `Batch` of writes and
+  its rows, and the rows the store reads back (`NamedTuple`s: a row is
+  still a tuple, so positional unpacking and `executemany` keep working).
+
+Rules: nothing here does I/O or imports the shell or the runtime (the shell
+re-exports `FetchResult` and `ResolveFailed` from here under their old
+names); `mypy --strict` holds it with the core (`[tool.mypy]` in
+pyproject.toml, tests/test_typing.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Protocol, runtime_checkable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store", "Batch", "StaleEpochError",
-           "StoreUnavailableError"]
+from courtly.core.types import Reason
 
+if TYPE_CHECKING:  # types only: the ports do not load the link extractor
+    from courtly.core.links import ExtractFailed, PageLinks
+    from courtly.core.purge import Purge
+
+__all__ = [
+    "Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "WarcLocation",
+    "FetchResult", "FetchError", "Truncation", "FetchKind", "UrlState", "ResolveFailed",
+    "BatchWriter", "UrlLookup", "QueueStore", "HostStateStore", "MetaStore", "DecisionStore", "PurgeStore",
+    "ComplaintStore", "IndexStore", "Store",
+    "Batch", "NewUrlRow", "AttemptsRow", "FetchedRow", "DecisionRow", "FetchLogRow", "DeadLetterRow", "FlagRow",
+    "DigestRow", "SimhashRow", "HistoryRow", "QueuedRow", "RefusedRow", "PurgeRow", "ComplaintRow",
+    "StaleEpochError", "StoreUnavailableError",
+]
+
+
+# ---- outcomes and kinds ---------------------------------------------------------------
+
+class FetchError(StrEnum):
+    """Why a fetch has no usable response (`FetchResult.error`); a string in the fetch log."""
+
+    NOT_SENT = "not_sent"                  # the request never left (pool closed, send gate shut)
+    TIMEOUT = "timeout"                    # connect or whole-request deadline
+    CONNECT = "connect"                    # refused, unreachable
+    RESET = "reset"                        # closed before a complete response head
+    TLS = "tls"                            # handshake or certificate failure
+    PROTOCOL = "protocol"                  # not HTTP/1.1 we can read honestly
+    TOO_LARGE_HEADERS = "too_large_headers"
+    INVALID_URL = "invalid_url"
+    INVALID_REQUEST = "invalid_request"    # a header we refuse to send
+    DNS = "dns"                            # from ResolveFailed (Reason.DNS)
+    NON_PUBLIC = "non_public"              # from ResolveFailed or the network policy (Reason.NON_PUBLIC)
+    DECODE = "decode"                      # a content-coding that cannot be undone
+    DECODE_BOMB = "decode_bomb"            # decoded output over its cap (the content is cut there)
+
+
+class Truncation(StrEnum):
+    """WARC-Truncated values the fetcher produces (`FetchResult.truncated`)."""
+
+    LENGTH = "length"
+    TIME = "time"
+    DISCONNECT = "disconnect"
+
+
+class FetchKind(StrEnum):
+    """What a fetch log row was fetched for (`FetchLogRow.kind`)."""
+
+    PAGE = "page"
+    RECRAWL = "recrawl"
+    ROBOTS = "robots"
+    SOFT404_PROBE = "soft404-probe"
+    RENDER_SUBREQUEST = "render-subrequest"
+
+
+class UrlState(StrEnum):
+    """The state of a URL record (`DecisionRow.state`, the store's `urls.state`)."""
+
+    QUEUED = "queued"
+    FETCHED = "fetched"
+    SKIPPED = "skipped"     # a decision with a Reason: not fetched on purpose
+    FAILED = "failed"       # fetched and failed for good (Reason.ERROR, HOST_DOWN, ...)
+
+
+# ---- clock, network, extraction, archive ------------------------------------------------
 
 @runtime_checkable
 class Clock(Protocol):
@@ -22,51 +104,213 @@ class Clock(Protocol):
     async def sleep_until(self, at: float) -> None: ...
 
 
+class ResolveFailed(Exception):
+    """A host that may not be connected to: Reason.DNS or Reason.NON_PUBLIC."""
+
+    def __init__(self, reason: Reason, detail: str = "") -> None:
+        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
+        self.reason = reason
+        self.detail = detail
+
+
 class Resolver(Protocol):
     async def resolve(self, host: str) -> list[str]:
         """Validated addresses, first is the one to connect to; raises ResolveFailed."""
 
 
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """What one GET produced. status 0 means no response head was received."""
+
+    url: str
+    ip: str
+    status: int
+    request_head: bytes       # request line + headers as sent, CRLFCRLF-terminated
+    response_head: bytes      # status line + raw header lines, CRLFCRLF-terminated
+    headers: Mapping[str, str]  # case-insensitive (a CIMultiDictProxy)
+    body: bytes               # after transfer-decoding, still content-encoded
+    content: bytes            # decoded per Content-Encoding, capped
+    truncated: Truncation | None  # WARC-Truncated: "length", "time", "disconnect"
+    started_at: float         # wall clock, seconds since the epoch
+    elapsed_s: float
+    error: FetchError | None = None  # None when the response is usable (a StrEnum: equal to its string)
+    error_detail: str = ""
+
+
 class Fetcher(Protocol):
     async def fetch(self, url: str, *, ip: str | None = None,
-                    headers: Mapping[str, str] | None = None): ...
+                    headers: dict[str, str] | None = None) -> FetchResult:
+        """GET `url` (connecting to `ip` when given); never raises for network trouble."""
 
     async def close(self) -> None: ...
 
 
 class Extractor(Protocol):
     async def submit(self, body: bytes, url: str, content_type: str, x_robots_tag: str,
-                     *, error_print: bool = True): ...
+                     *, error_print: bool = True) -> PageLinks | ExtractFailed: ...
 
     async def close(self) -> None: ...
+
+
+class WarcLocation(Protocol):
+    """Where a written record lives (shell/warc.py's WarcRef)."""
+
+    @property
+    def filename(self) -> str: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def record_id(self) -> str: ...
 
 
 class WarcSink(Protocol):
     def write_exchange(self, *, url: str, ip: str, request_head: bytes, response_head: bytes,
                        body: bytes, fetched_at: float, truncated: str | None = None,
-                       metadata: dict[str, str] | None = None): ...
+                       metadata: dict[str, str] | None = None,
+                       payload_digest: str | None = None) -> WarcLocation: ...
 
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
 
 
+# ---- the store's rows ---------------------------------------------------------------------
+# Written in a Batch (the runtime may still append plain tuples of the same
+# fields: a row is positional) or read back from the store.
+
+class NewUrlRow(NamedTuple):
+    url: str
+    key: str
+    band: int
+    depth: int
+    redirects: int
+    via: str                # the page it was found on, "" for a seed
+    at: float
+
+
+class AttemptsRow(NamedTuple):
+    attempts: int
+    url: str
+
+
+class FetchedRow(NamedTuple):
+    at: float
+    status: int
+    url: str
+
+
+class DecisionRow(NamedTuple):
+    url: str
+    key: str
+    via: str                # the page it was found on, "" for a seed
+    at: float
+    state: str              # a UrlState
+    reason: str             # a Reason
+    detail: str
+    depth: int
+
+
+class FetchLogRow(NamedTuple):
+    url: str
+    kind: str               # a FetchKind
+    at: float
+    status: int
+    nbytes: int
+    elapsed_s: float
+    ip: str
+    warc: str               # "file:offset" of the response record, "" when none was written
+    error: str              # a FetchError, "" when none
+
+
+class DeadLetterRow(NamedTuple):
+    url: str
+    at: float
+    reason: str
+
+
+class FlagRow(NamedTuple):
+    url: str
+    at: float
+    flag: str               # exact_dup | near_dup | soft404 | noindex
+    detail: str
+
+
+class DigestRow(NamedTuple):
+    digest: str
+    url: str
+    at: float
+    record_id: str
+
+
+class SimhashRow(NamedTuple):
+    doc_id: str
+    fp: int                 # the fingerprint as a signed 64-bit integer
+    scope: str
+
+
+class HistoryRow(NamedTuple):
+    url: str
+    host: str
+    tier: int
+    depth: int
+    history: str            # JSON of the URL's change history
+
+
+class QueuedRow(NamedTuple):
+    url: str
+    key: str
+    band: int
+    depth: int
+    redirects: int
+    via: str                # the page it was found on, "" for a seed
+    attempts: int
+
+
+class RefusedRow(NamedTuple):
+    url: str
+    key: str
+    via: str                # the page it was found on, "" for a seed
+    reason: str
+    detail: str
+
+
+class PurgeRow(NamedTuple):
+    id: int
+    scope: str
+    value: str
+    reason: str
+    at: float
+    applied_at: float | None
+
+
+class ComplaintRow(NamedTuple):
+    id: int
+    host: str
+    key: str
+    contact: str
+    note: str
+    recorded_at: float
+    resolved_at: float | None
+
+
 @dataclass(slots=True)
 class Batch:
     """Changes gathered between two commits."""
 
-    new_urls: list[tuple] = field(default_factory=list)     # (url, key, band, depth, redirects, via, at)
-    requeued: list[tuple] = field(default_factory=list)     # (attempts, url)
-    fetched: list[tuple] = field(default_factory=list)      # (at, status, url)
-    decisions: list[tuple] = field(default_factory=list)    # (url, key, via, at, state, reason, detail, depth)
-    fetches: list[tuple] = field(default_factory=list)      # (url, kind, at, status, bytes, elapsed, ip, warc, error)
-    hosts: dict[str, dict] = field(default_factory=dict)
-    robots: dict[str, dict] = field(default_factory=dict)
-    dead_letters: list[tuple] = field(default_factory=list)
-    flags: list[tuple] = field(default_factory=list)        # (url, at, flag, detail)
-    digests: list[tuple] = field(default_factory=list)      # (digest, url, at, record_id)
-    simhashes: list[tuple] = field(default_factory=list)    # (doc_id, fp signed int64, scope)
-    histories: dict[str, tuple] = field(default_factory=dict)  # url -> (url, host, tier, depth, json)
+    new_urls: list[NewUrlRow] = field(default_factory=list)
+    requeued: list[AttemptsRow] = field(default_factory=list)
+    fetched: list[FetchedRow] = field(default_factory=list)
+    decisions: list[DecisionRow] = field(default_factory=list)
+    fetches: list[FetchLogRow] = field(default_factory=list)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)     # key -> politeness snapshot
+    robots: dict[str, dict[str, Any]] = field(default_factory=dict)    # origin -> robots entry
+    dead_letters: list[DeadLetterRow] = field(default_factory=list)
+    flags: list[FlagRow] = field(default_factory=list)
+    digests: list[DigestRow] = field(default_factory=list)
+    simhashes: list[SimhashRow] = field(default_factory=list)
+    histories: dict[str, HistoryRow] = field(default_factory=dict)      # url -> its latest history
     meta: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -76,16 +320,97 @@ class Batch:
                 + len(self.meta))
 
 
-class Store(Protocol):
-    """Durable crawl state. Writes arrive in batches (`apply`), one transaction each."""
+# ---- the store, by what its callers need ------------------------------------------------
 
-    def apply(self, batch) -> None: ...
+class BatchWriter(Protocol):
+    """Every write of a crawl: one Batch, one transaction (group commit)."""
+
+    def apply(self, batch: Batch) -> None: ...
+
+
+class UrlLookup(Protocol):
+    """The exact URL-seen test behind the Bloom filter (admission, resume)."""
 
     def has_url(self, url: str) -> bool: ...
 
     def iter_urls(self) -> Iterator[str]: ...
 
-    def iter_queued(self) -> Iterable[tuple]: ...
+
+class QueueStore(Protocol):
+    """The queued URLs: all of them on resume, one key's when its queue refills."""
+
+    def iter_queued(self) -> Iterator[QueuedRow]: ...
+
+    def queued_of_key(self, key: str, limit: int) -> list[QueuedRow]: ...
+
+
+class HostStateStore(Protocol):
+    """Per-key politeness state and the robots cache, read back on resume."""
+
+    def hosts(self) -> dict[str, dict[str, Any]]: ...
+
+    def robots(self) -> dict[str, dict[str, Any]]: ...
+
+
+class MetaStore(Protocol):
+    """The crawl's settings and counters (written through `Batch.meta`)."""
+
+    def get_meta(self, k: str) -> str | None: ...
+
+
+class DecisionStore(Protocol):
+    """Recorded decisions read back and revised (seed refusals, allowlists, dead letters)."""
+
+    def count_denied(self, key: str, reason: str) -> int: ...
+
+    def requeue_denied(self, key: str, reason: str, rule: str | None = None) -> int: ...
+
+    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[RefusedRow]: ...
+
+    def requeue(self, rows: list[tuple[str, str]]) -> int: ...
+
+    def seed_states(self) -> dict[str, int]: ...
+
+    def dead_letters(self, limit: int) -> list[DeadLetterRow]: ...
+
+
+class PurgeStore(Protocol):
+    """Takedowns: recorded with their marks, polled and applied at every commit."""
+
+    def add_purge(self, purge: Purge, at: float) -> tuple[Purge, dict[str, int]]: ...
+
+    def purges(self, after_id: int = 0) -> list[PurgeRow]: ...
+
+    def purges_max_id(self) -> int: ...
+
+    def apply_purges(self, purges: Iterable[Purge], applied_at: float | None) -> dict[str, int]: ...
+
+
+class ComplaintStore(Protocol):
+    """Abuse complaints: a key is slowed while one is open (polled at every commit)."""
+
+    def add_complaint(self, host: str, key: str, contact: str, note: str, at: float) -> int: ...
+
+    def resolve_complaint(self, complaint_id: int, at: float) -> bool: ...
+
+    def complaints(self, *, open_only: bool = False) -> list[ComplaintRow]: ...
+
+
+class IndexStore(Protocol):
+    """What rebuilds the duplicate indexes and the recrawl histories on resume."""
+
+    def iter_digests(self) -> Iterator[DigestRow]: ...
+
+    def iter_simhashes(self) -> Iterator[SimhashRow]: ...
+
+    def iter_flags(self, flags: tuple[str, ...]) -> Iterator[FlagRow]: ...
+
+    def iter_histories(self) -> Iterator[HistoryRow]: ...
+
+
+class Store(BatchWriter, UrlLookup, QueueStore, HostStateStore, MetaStore, DecisionStore, PurgeStore,
+            ComplaintStore, IndexStore, Protocol):
+    """Durable crawl state, whole: every narrow port above, and `close`."""
 
     def close(self) -> None: ...
 

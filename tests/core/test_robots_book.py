@@ -19,6 +19,7 @@ from courtly.core.robots import (
     Phase,
     RobotsBook,
     RobotsFailed,
+    RobotsFailure,
     RobotsFetched,
     RobotsState,
     RobotsStateError,
@@ -63,6 +64,11 @@ def test_robots_outcome_classification(outcome: RobotsFetched | RobotsFailed, ev
 def test_robots_failed_kind_is_checked() -> None:
     with pytest.raises(ValueError):
         RobotsFailed("cosmic_ray")
+
+
+def test_a_robots_failure_given_as_its_string_becomes_the_enum_member() -> None:
+    assert RobotsFailed("dns").kind is RobotsFailure.DNS
+    assert RobotsFailed(RobotsFailure.TIMEOUT) == RobotsFailed("timeout")
 
 
 # --- the fetch-state table ------------------------------------------------------------------------

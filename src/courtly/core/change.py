@@ -47,6 +47,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, Collection, Iterator
 
 from courtly.core.links import parse_html
 from courtly.core.maintext import main_text
@@ -120,8 +121,8 @@ class WatchRules:
     trigger_on: TriggerOn = TriggerOn.APPEAR
 
 
-def compile_rules(select=(), exclude=(), ignore=(), trigger: str = "", trigger_on: str = "appear",
-                  keep=()) -> WatchRules:
+def compile_rules(select: Collection[str] = (), exclude: Collection[str] = (), ignore: Collection[str] = (),
+                  trigger: str = "", trigger_on: str = "appear", keep: Collection[str] = ()) -> WatchRules:
     """Check and compile a watch's filters; raises `WatchRuleError` naming the bad one."""
     try:
         when = TriggerOn(trigger_on)
@@ -178,7 +179,7 @@ def _html_blocks(body: bytes, content_type: str, rules: WatchRules) -> list[str]
     return _leaf_blocks(root) if root is not None else []
 
 
-def _leaf_blocks(root) -> list[str]:  # type: ignore[no-untyped-def]
+def _leaf_blocks(root: Any) -> list[str]:
     nodes = [root, *root.css(_BLOCK_TAGS)]
     out = []
     for node in nodes:
@@ -194,7 +195,7 @@ def _leaf_blocks(root) -> list[str]:  # type: ignore[no-untyped-def]
     return out
 
 
-def _own_text(node):  # type: ignore[no-untyped-def]
+def _own_text(node: Any) -> Iterator[str]:
     for child in node.iter(include_text=True):
         if child.tag == "-text":
             yield child.text_content or ""
@@ -302,11 +303,11 @@ class NoiseBook:
                 self.learned.append(s)
         return new
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"candidates": self.candidates, "learned": self.learned}
 
     @classmethod
-    def from_json(cls, d: dict) -> "NoiseBook":
+    def from_json(cls, d: dict[str, Any]) -> "NoiseBook":
         return cls(candidates={k: list(v) for k, v in d.get("candidates", {}).items()},
                    learned=list(d.get("learned", [])))
 
@@ -314,7 +315,7 @@ class NoiseBook:
 def _replaced_pairs(before: list[str], after: list[str]) -> list[tuple[str, str]]:
     """Blocks replaced in place (after dropping those in both, as a multiset)."""
     sm = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op == "replace":
             pairs.extend(zip(before[i1:i2], after[j1:j2]))
@@ -340,7 +341,7 @@ def observe(raw_blocks: list[str], rules: WatchRules, noise: NoiseBook) -> Obser
 @dataclass(frozen=True, slots=True)
 class Judgement:
     changed: bool
-    diff: dict
+    diff: dict[str, Any]
 
 
 def compare(prev: Observation, cur: Observation, rules: WatchRules) -> Judgement:
@@ -356,13 +357,13 @@ def compare(prev: Observation, cur: Observation, rules: WatchRules) -> Judgement
     return Judgement(True, diff_blocks(list(prev.blocks), list(cur.blocks)))
 
 
-def diff_blocks(before: list[str], after: list[str]) -> dict:
+def diff_blocks(before: list[str], after: list[str]) -> dict[str, Any]:
     """{"added": [...], "removed": [...], "changed": [{"before", "after", "context"}]}."""
     left = _minus(before, after)
     right = _minus(after, before)
     added: list[str] = []
     removed: list[str] = []
-    changed: list[dict] = []
+    changed: list[dict[str, Any]] = []
     sm = difflib.SequenceMatcher(None, left, right, autojunk=False)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op == "delete":
@@ -374,6 +375,7 @@ def diff_blocks(before: list[str], after: list[str]) -> dict:
                 a = left[i1 + k] if i1 + k < i2 else None
                 b = right[j1 + k] if j1 + k < j2 else None
                 if a is None:
+                    assert b is not None  # k < the longer run's length: one side has a block
                     added.append(b)
                 elif b is None:
                     removed.append(a)
@@ -397,7 +399,7 @@ def _minus(xs: list[str], ys: list[str]) -> list[str]:
     return out
 
 
-def _diff_words(a: str, b: str, added: list[str], removed: list[str], changed: list[dict]) -> None:
+def _diff_words(a: str, b: str, added: list[str], removed: list[str], changed: list[dict[str, Any]]) -> None:
     wa, wb = a.split(" "), b.split(" ")
     sm = difflib.SequenceMatcher(None, wa, wb, autojunk=False)
     for op, i1, i2, j1, j2 in sm.get_opcodes():

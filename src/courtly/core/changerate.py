@@ -85,8 +85,8 @@ class ChangeHistory:
     fetches: int = 0
     changes: int = 0
     failures: int = 0
-    intervals: array = field(default_factory=lambda: array("d"))
-    changed: array = field(default_factory=lambda: array("B"))
+    intervals: array[float] = field(default_factory=lambda: array("d"))
+    changed: array[int] = field(default_factory=lambda: array("B"))
     older: tuple[float, float, float] = (0.0, 0.0, 0.0)
     older_at: float = 0.0
 
@@ -161,7 +161,7 @@ def observe(history: ChangeHistory, now: float, status: int, content_hash: str |
 
 # ---- the change-rate estimator ---------------------------------------------------
 
-def estimate_rate(intervals: Sequence[float], changed: Sequence[bool], *,
+def estimate_rate(intervals: Sequence[float], changed: Sequence[int], *,
                   prior_rate: float | None = None, prior_weight: float = 0.0,
                   older: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> float:
     """Poisson change rate (per second) from revisits; see the module docstring.
@@ -190,6 +190,7 @@ def estimate_rate(intervals: Sequence[float], changed: Sequence[bool], *,
         x_extra, u_extra = 0.0, 0.5
     unchanged_n = (samples - x) + u_extra
     if not unchanged_n > 1e-12:  # X = n and a prior so fast its unchanged share underflows
+        assert prior_rate is not None  # without a prior, u_extra = 0.5 keeps unchanged_n >= 0.5
         return prior_rate + _log((samples + prior_weight) / prior_weight) / mean
     rate = _log((samples + x_extra + u_extra) / unchanged_n) / mean
     if not (0.0 < x + x_extra and rate > 0.0):

@@ -9,12 +9,16 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from typing import Any, Iterator
 
 __all__ = ["DueQueue", "QUEUED"]
 
 QUEUED = 0                   # the state of an entry that waits (others are skipped as stale)
 
 _FAR_S = 1e300               # due instants past this (inf) share the last bucket
+
+# (due_at, seq, token, entry): the entry has `token` and `state` (recrawl._Entry)
+Item = tuple[float, int, int, Any]
 
 
 class DueQueue:
@@ -30,11 +34,13 @@ class DueQueue:
     __slots__ = ("_width", "_buckets", "_keys", "_sorted", "size")
 
     def __init__(self, width_s: float) -> None:
-        self._width, self._buckets, self._keys = width_s, {}, []
+        self._width = width_s
+        self._buckets: dict[int, list[Item]] = {}
+        self._keys: list[int] = []
         self._sorted: int | None = None     # the one bucket kept sorted, descending (popped from the end)
         self.size = 0
 
-    def push(self, item: tuple) -> None:
+    def push(self, item: Item) -> None:
         k = int(item[0] // self._width) if item[0] < _FAR_S else 1 << 62
         bucket = self._buckets.get(k)
         if bucket is None:
@@ -46,7 +52,7 @@ class DueQueue:
                 self._sorted = None
         self.size += 1
 
-    def _front(self) -> list:
+    def _front(self) -> list[Item]:
         k = self._keys[0]
         bucket = self._buckets[k]
         if self._sorted != k:
@@ -54,9 +60,9 @@ class DueQueue:
             self._sorted = k
         return bucket
 
-    def pop_due(self, horizon: float, n: int = 1) -> list[tuple]:
+    def pop_due(self, horizon: float, n: int = 1) -> list[Item]:
         """Remove and return the first items due by `horizon`, at most `n` of them."""
-        out: list[tuple] = []
+        out: list[Item] = []
         while len(out) < n and self._keys:
             bucket = self._front()
             while bucket and len(out) < n and bucket[-1][0] <= horizon:
@@ -77,7 +83,7 @@ class DueQueue:
             self.pop_due(math.inf)
         return None
 
-    def items(self) -> itertools.chain:
+    def items(self) -> Iterator[Item]:
         return itertools.chain.from_iterable(self._buckets.values())
 
     def compact(self) -> None:

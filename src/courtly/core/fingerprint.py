@@ -70,13 +70,16 @@ import sys
 from array import array
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import xxhash
 
+_simhash_native: Callable[[str, int, tuple[bytes, ...], bool], int] | None
 try:  # the compiled SimHash (src/courtly/core/_speedups.c); optional
-    from courtly.core._speedups import simhash as _simhash_native
+    from courtly.core._speedups import simhash as _simhash_c
 
-    _simhash_native("", 1, (), True)  # a stale build (no lower argument) raises: the Python path
+    _simhash_c("", 1, (), True)  # a stale build (no lower argument) raises: the Python path
+    _simhash_native = _simhash_c
 except (ImportError, TypeError):  # pragma: no cover - built without a C compiler, or stale
     _simhash_native = None
 
@@ -367,7 +370,7 @@ class NearDupIndex:
     @classmethod
     def load(
         cls,
-        rows: Iterable[Iterable[object]],
+        rows: Iterable[Iterable[Any]],
         distance_max: int = DISTANCE_MAX_PROBED,
         *,
         docs_max: int = 10_000_000,

@@ -59,7 +59,7 @@ class Lease:
 
 @dataclass(slots=True)
 class _KeyQueue:
-    bands: dict[int, deque] = field(default_factory=dict)
+    bands: dict[int, deque[UrlItem]] = field(default_factory=dict)
     size: int = 0
     ready_at: float = 0.0
     lease_id: int = 0          # 0 = not leased
@@ -182,7 +182,7 @@ class Frontier:
         if q.lease_id == 0 and (was_best is None or item.band < was_best):
             self._push(item.key, q)
 
-    def add_many(self, items: Iterable[UrlItem], ready_at_of) -> list[UrlItem]:
+    def add_many(self, items: Iterable[UrlItem], ready_at_of: Callable[[str], float]) -> list[UrlItem]:
         """Queue many; returns the items refused because their key was full."""
         refused = []
         for it in items:

@@ -30,8 +30,12 @@ import functools
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Iterable
-from xml.etree.ElementTree import XMLPullParser
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from xml.etree.ElementTree import Element, XMLPullParser
+
+if TYPE_CHECKING:  # types only: the scheduler's module does not import this one
+    from courtly.core.changerate import ChangeHistory
+    from courtly.core.recrawl import RecrawlScheduler
 
 __all__ = [
     "HintError", "SitemapEntry", "Sitemap", "FeedEntry", "Feed", "Hint", "inflate", "parse_w3c_datetime",
@@ -175,7 +179,7 @@ def _url(text: str | None) -> str | None:
     return u
 
 
-def _events(body: bytes, bytes_max: int):
+def _events(body: bytes, bytes_max: int) -> Iterator[Any]:  # (event, Element): only start and end asked
     """Yield (event, element) from a size-capped, DTD-free document (HintError otherwise)."""
     data = inflate(body, bytes_max)
     if b"\x00" in data[:1024]:  # UTF-16/32 would hide a DOCTYPE from the byte check
@@ -183,7 +187,7 @@ def _events(body: bytes, bytes_max: int):
     root = _ROOT.search(data)
     if _DECL.search(data, 0, root.start() if root else len(data)):
         raise HintError("DOCTYPE/ENTITY declarations are refused")
-    parser = XMLPullParser(events=("start", "end"))
+    parser: XMLPullParser[Element] = XMLPullParser(events=("start", "end"))
     try:
         for at in range(0, len(data), _CHUNK):
             parser.feed(data[at:at + _CHUNK])
@@ -225,7 +229,7 @@ def parse_sitemap(body: bytes, *, bytes_max: int = BYTES_MAX, entries_max: int =
     return Sitemap(kind, sitemaps=tuple(found), truncated=truncated)
 
 
-def _atom_link(el) -> str | None:
+def _atom_link(el: Element) -> str | None:
     for c in el:
         if _local(c.tag) == "link" and c.get("rel", "alternate") == "alternate":
             return _url(c.get("href"))
@@ -246,7 +250,7 @@ def parse_feed(body: bytes, *, bytes_max: int = BYTES_MAX, entries_max: int = EN
                 continue
             if (kind, tag) not in (("rss", "item"), ("atom", "entry")):
                 continue
-            kids = {}
+            kids: dict[str, str] = {}
             for c in el:
                 kids.setdefault(_local(c.tag), c.text or "")
             if kind == "rss":
@@ -302,7 +306,7 @@ def sitemap_locations(lines: Iterable[str], limit: int = 100) -> list[str]:
     return list(out)
 
 
-def is_newer(history, lastmod_at: float | None) -> bool:
+def is_newer(history: ChangeHistory, lastmod_at: float | None) -> bool:
     """True when a hint's lastmod is after the last fetch (or the URL was never fetched)."""
     if lastmod_at is None:
         return False
@@ -310,7 +314,7 @@ def is_newer(history, lastmod_at: float | None) -> bool:
     return last is None or lastmod_at > last
 
 
-def raise_priority(scheduler, hint: Hint, now: float, skew_s: float = 300.0) -> bool:
+def raise_priority(scheduler: RecrawlScheduler, hint: Hint, now: float, skew_s: float = 300.0) -> bool:
     """Give a hint to a `RecrawlScheduler`; lastmods in the future (beyond `skew_s`) are ignored."""
     if hint.url not in scheduler or hint.lastmod_at > now + skew_s:
         return False

@@ -109,18 +109,18 @@ class Resolver:
                 elif ref.startswith("/"):
                     return self.origin + ref
             if self.directory is not None and ":" not in ref and ref[:1] not in "/?#":
-                return self._relative(ref)
+                return self._relative(ref, self.directory)
         return self._resolve(ref)
 
-    def _relative(self, ref: str) -> str | None:
+    def _relative(self, ref: str, directory: str) -> str | None:
         """A relative-path reference without colon or backslash: the base's
         directory, one segment up per leading "../" (never above the root),
         when no other dot segment follows."""
-        rest, directory = ref, self.directory
+        rest = ref
         while rest.startswith("../"):
             rest = rest[3:]
-            if len(directory) > 1:  # type: ignore[arg-type]
-                directory = directory[: directory.rindex("/", 0, -1) + 1]  # type: ignore[union-attr]
+            if len(directory) > 1:
+                directory = directory[: directory.rindex("/", 0, -1) + 1]
         if rest.startswith(".") or "/." in rest:  # ".", "..", "./g", ".g", "g/../h": resolve_url
             return self._resolve(ref)
         return self.origin + directory + rest

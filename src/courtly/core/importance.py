@@ -123,7 +123,7 @@ class Opic:
         if u is None:
             return o
         w = self.user_weight
-        return min(1.0, max(self.floor, (u ** w) * (o ** (1.0 - w))))
+        return min(1.0, max(self.floor, float(u ** w) * float(o ** (1.0 - w))))
 
     def cash_total(self) -> float:
         """Sum of all cash (pages, unsettled V shares, V): `total_cash` by conservation. O(N)."""

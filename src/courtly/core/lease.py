@@ -284,7 +284,8 @@ class PartitionView:
     def on(self, event: Input, now: float) -> tuple["PartitionView", tuple[Effect, ...]]:
         """Feed an answer or a request. A due stop is applied first, so an answer
         that arrives after the stop instant cannot revive the lease."""
-        view, effects = self, ()
+        view: PartitionView = self
+        effects: tuple[Effect, ...] = ()
         if self.state in FETCHING and now >= self.stop_at:
             view, effects = self._fire(Input.STOP_DUE, now)
         view, more = view._fire(event, now)

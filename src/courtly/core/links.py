@@ -56,11 +56,14 @@ import functools
 import re
 from dataclasses import dataclass
 from itertools import starmap
+from typing import Any, Callable
 
 from courtly.core.href import Resolver as _Resolver
 from courtly.core.href import clean_href as _clean_href
 from courtly.core.href import refresh_target as _refresh_target
 
+_count_over_native: Callable[[str, str, int], bool] | None
+_link_anchors: Callable[..., int] | None
 try:  # compiled helpers (src/courtly/core/_speedups.c); optional
     from courtly.core._speedups import count_over as _count_over_native
     from courtly.core._speedups import link_anchors as _link_anchors
@@ -70,12 +73,12 @@ except ImportError:  # pragma: no cover - built without a C compiler, or stale
 try:
     from selectolax.lexbor import LexborHTMLParser as _Parser
 except ImportError:  # pragma: no cover - selectolax without Lexbor
-    from selectolax.parser import HTMLParser as _Parser
+    from selectolax.parser import HTMLParser as _Parser  # type: ignore[attr-defined,no-redef]
 
 try:
     from selectolax.lexbor import LexborDocumentOptions as _Options
 
-    _PARSE_OPTIONS = {"options": int(_Options.WO_EVENTS)}
+    _PARSE_OPTIONS: dict[str, Any] = {"options": int(_Options.WO_EVENTS)}
 except (ImportError, AttributeError):  # pragma: no cover - older selectolax
     _PARSE_OPTIONS = {}
 
@@ -202,8 +205,7 @@ def _decode(body: bytes, content_type: str) -> tuple[str, bool]:
     if body.startswith(b"\xef\xbb\xbf"):
         return body[3:].decode("utf-8", "replace"), False
     if body.startswith((b"\xff\xfe", b"\xfe\xff")):
-        codec = "utf-16-le" if body[0] == 0xFF else "utf-16-be"
-        return body[2:].decode(codec, "replace"), False
+        return body[2:].decode("utf-16-le" if body[0] == 0xFF else "utf-16-be", "replace"), False
     codec = _content_type_codec(content_type)
     if codec is None:
         match = _META_CHARSET.search(body[:CHARSET_SCAN_BYTES])
@@ -412,7 +414,7 @@ def link_fields(
     user_agent_token: str = "courtly",
     links_max: int = 5000,
     parsed: ParsedHtml | None = None,
-) -> tuple:
+) -> tuple[Any, ...]:
     """`extract_links` as plain values: the fields of its `PageLinks` in
     order, but `prints`, each link a ``(url, kind, nofollow)`` tuple. For the
     extract worker, which sends them as such (it built Link objects only to
@@ -440,7 +442,7 @@ class ParsedHtml:
     `courtly.core.maintext.main_text` (which edits the tree: it goes last)."""
 
     text: str            # the decoded page (`decode_html`)
-    tree: object         # Lexbor tree of `text`, or of its link tags alone when `flat`
+    tree: Any            # Lexbor tree of `text`, or of its link tags alone when `flat`
     flat: bool           # hostile nesting: `tree` holds only the link tags
     error: str | None    # why the tree is flat
 
@@ -467,10 +469,10 @@ def _count_over_py(text: str, char: str, limit: int) -> bool:
 
 # the same in C when built: memchr, stopping past the limit (equal by
 # test_speedups_worker.py::test_native_count_over_is_str_count)
-_count_over = _count_over_native or _count_over_py
+_count_over = _count_over_py if _count_over_native is None else _count_over_native
 
 
-def _base(nodes: list, url: str) -> str | None:
+def _base(nodes: list[Any], url: str) -> str | None:
     """The first <base href> among `nodes`, resolved against the page URL,
     if http(s). `nodes` come from the page's one CSS query: a second query
     for ``base[href]`` alone walked the whole tree again)."""
@@ -482,21 +484,22 @@ def _base(nodes: list, url: str) -> str | None:
     return None
 
 
-def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, noindex: bool, nofollow: bool) -> tuple:
+def _extract(parsed: ParsedHtml, url: str, ua: str, links_max: int, noindex: bool,
+             nofollow: bool) -> tuple[Any, ...]:
     tree, error = parsed.tree, parsed.error
-    nodes = tree.css(_SELECTOR)  # type: ignore[attr-defined]
+    nodes = tree.css(_SELECTOR)
     base = _base(nodes, url)
     resolver = _Resolver(base or url)
     scan = _Scan(resolver, ua, links_max, noindex, nofollow)
     # the compiled scan takes each run of a/area nodes and hands the anchors
     # it does not take in full to scan.anchor (the same links by
     # test_speedups_worker.py::test_native_anchor_scan_is_the_python_scan)
-    native = _link_anchors is not None and resolver.fast and type(nodes) is list
-    fast_base = (resolver.scheme, resolver.origin, resolver.directory) if native else None
+    native = _link_anchors if resolver.fast and type(nodes) is list else None
+    fast_base = (resolver.scheme, resolver.origin, resolver.directory) if native is not None else None
     at, count = 0, len(nodes)
     while at < count:
-        if native:
-            at = _link_anchors(nodes, at, scan.links, scan.index, links_max, fast_base, scan.anchor)
+        if native is not None:
+            at = native(nodes, at, scan.links, scan.index, links_max, fast_base, scan.anchor)
             scan.full = len(scan.links) >= links_max
             if at >= count:
                 break

@@ -44,21 +44,24 @@ prints one on each run.
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
 
 from courtly.core.links import DEPTH_MAX, TAGS_FAST_MAX, ParsedHtml, decode_html, is_html, nesting_depth
 
 try:
     from selectolax.lexbor import LexborHTMLParser as _Parser
 except ImportError:  # pragma: no cover - selectolax without Lexbor
-    from selectolax.parser import HTMLParser as _Parser
+    from selectolax.parser import HTMLParser as _Parser  # type: ignore[attr-defined,no-redef]
 
 try:
     from selectolax.lexbor import LexborDocumentOptions as _Options
 
-    _PARSE_OPTIONS = {"options": int(_Options.WO_EVENTS)}
+    _PARSE_OPTIONS: dict[str, Any] = {"options": int(_Options.WO_EVENTS)}
 except (ImportError, AttributeError):  # pragma: no cover - older selectolax
     _PARSE_OPTIONS = {}
 
+_collapse_native: Callable[[str], str] | None
+_attr_values_native: Callable[[str, str], list[str]] | None
 try:
     from courtly.core._speedups import collapse as _collapse_native
 except ImportError:  # pragma: no cover - built without a C compiler
@@ -236,7 +239,7 @@ def _attr_values_py(text: str, name: str) -> list[str]:
     return values
 
 
-_attr_values = _attr_values_native or _attr_values_py
+_attr_values = _attr_values_py if _attr_values_native is None else _attr_values_native
 
 
 def _holders_of_content(tree) -> set[int]:  # type: ignore[no-untyped-def]
@@ -268,7 +271,7 @@ def _collapse_py(text: str) -> str:
 
 # the same in C (courtly.core._speedups, when built), faster; equal by
 # test_speedups.py::test_native_collapse_equals_split_and_join
-_collapse = _collapse_native or _collapse_py
+_collapse = _collapse_py if _collapse_native is None else _collapse_native
 
 
 def _flat_text(text: str) -> str:

@@ -171,6 +171,6 @@ class NetPolicy:
         loop = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
         for net in self.allowed_networks:
             n = ipaddress.ip_network(net, strict=False)
-            if not any(n.version == lo.version and n.subnet_of(lo) for lo in loop):
+            if not any(n.version == lo.version and n.subnet_of(lo) for lo in loop):  # type: ignore[arg-type]
                 return False
         return True

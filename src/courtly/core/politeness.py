@@ -60,6 +60,7 @@ import datetime
 import email.utils
 import random
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from courtly.core.health import Effect, FailureKind, Health, Signal, failure_kind, step
 from courtly.core.urls import escape_raw_octets
@@ -159,7 +160,7 @@ class KeyState:
     last_failure_at: float = 0.0
     probe_s: float = 0.0               # interval to the next probe (parked, down)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "delay_s": self.delay_s,
             "next_fetch_at": self.next_fetch_at,
@@ -178,11 +179,15 @@ class KeyState:
         }
 
 
+# one request to an IP: [started at, completed at (None while in flight)]
+IpToken = list[float | None]
+
+
 @dataclass(slots=True)
 class IpState:
     ip: str
     in_flight: int = 0
-    starts: collections.deque = field(default_factory=collections.deque)
+    starts: collections.deque[IpToken] = field(default_factory=collections.deque)
     key_response_s: dict[str, float] = field(default_factory=dict)   # key -> its median, last IP_KEYS_MAX
     slowest_key: str = ""              # the key of the largest of those (kept as they change)
 
@@ -242,7 +247,7 @@ class Politeness:
     def known_keys(self) -> list[str]:
         return list(self._keys)
 
-    def restore(self, key: str, snap: dict) -> None:
+    def restore(self, key: str, snap: Mapping[str, Any]) -> None:
         st = self.key(key)
         st.delay_s = float(snap.get("delay_s", st.delay_s))
         st.next_fetch_at = float(snap.get("next_fetch_at", 0.0))
@@ -507,14 +512,14 @@ class Politeness:
             return None
         return max(now, done + span + self.config.ip_margin_s, self.not_before)
 
-    def ip_started(self, ip: str, now: float, key: str | None = None) -> list:
+    def ip_started(self, ip: str, now: float, key: str | None = None) -> IpToken:
         """Count a request start; returns its token for `ip_finished`."""
         ready = self.ip_ready_at(ip, now, key)
         if ready is None or ready > now:
             raise RuntimeError(f"politeness: IP {ip} limit exceeded")
         st = self._ip(ip)
         st.in_flight += 1
-        token = [now, None]   # [stamped at, completed at]
+        token: IpToken = [now, None]   # [stamped at, completed at]
         st.starts.append(token)
         conc, rate = self._ip_limits(key, now)
         window = int(rate) if rate >= 1 else 1
@@ -522,7 +527,7 @@ class Politeness:
             st.starts.popleft()
         return token
 
-    def ip_finished(self, ip: str, token: list | None = None, now: float | None = None) -> None:
+    def ip_finished(self, ip: str, token: IpToken | None = None, now: float | None = None) -> None:
         """A request to `ip` completed at `now` (`token` from `ip_started`).
         Without them, the oldest open start counts as completed when it began."""
         st = self._ip(ip)
@@ -532,7 +537,8 @@ class Politeness:
             if token is not None:
                 token[1] = token[0]
         else:
-            token[1] = token[0] if now is None else max(token[0], now)
+            started = token[0]  # never None: set by ip_started
+            token[1] = started if now is None or started is None else max(started, now)
 
     def ip_in_flight(self, ip: str) -> int:
         st = self._ips.get(ip)

@@ -48,6 +48,7 @@ import heapq
 import itertools
 import math
 import random
+from typing import TYPE_CHECKING
 
 from courtly.core.changerate import (
     DAY_S, ChangeHistory, PriorModel, budget_multiplier, conditional_headers, estimate_rate, freshness_index,
@@ -58,6 +59,9 @@ from courtly.core.recrawl_policy import (
     DayTierStats, RecrawlPlan, RecrawlPolicy, Tier, policy_for_intent,
 )
 from courtly.core.types import Decision, Reason
+
+if TYPE_CHECKING:
+    from courtly.core.changerate import _Group
 
 __all__ = [
     "DAY_S", "Tier", "RecrawlPolicy", "policy_for_intent", "ChangeHistory", "conditional_headers",
@@ -80,7 +84,7 @@ class _Entry:
                  "due_at", "token", "state", "forced", "hinted", "first", "phase")
 
     def __init__(self, url: str, host: str, tier: int, importance: float, min_interval_s: float,
-                 history: ChangeHistory, groups, phase: float) -> None:
+                 history: ChangeHistory, groups: tuple[_Group, ...], phase: float) -> None:
         self.url, self.host, self.tier, self.importance = url, host, tier, importance
         self.min_interval_s, self.history, self.groups = min_interval_s, history, groups
         self.rate = 0.0
@@ -378,7 +382,7 @@ class RecrawlScheduler:
 
     def _waiting(self, now: float, horizon: float) -> tuple[Decision, ...]:
         """Decisions for (up to DENIED_LISTED_MAX of) the due URLs left waiting, oldest first."""
-        out = []
+        out: list[Decision] = []
         for queue in (self._urgent, self._queue):
             for due, _, tok, e in heapq.nsmallest(DENIED_LISTED_MAX, queue.items()):
                 if due > horizon or len(out) >= DENIED_LISTED_MAX:
@@ -418,6 +422,7 @@ class RecrawlScheduler:
     def _schedule(self, e: _Entry) -> None:
         """Place a fetched URL at last fetch + its interval (the first revisit spread by phase)."""
         base = e.history.last_fetched_at
+        assert base is not None  # only fetched URLs are scheduled
         if self._mu is None:  # placed by the first solve
             self._push(e, base)
             return
@@ -447,6 +452,7 @@ class RecrawlScheduler:
     def _revive(self) -> None:
         """After mu fell: re-place the parked URLs whose revival multiplier is now above it."""
         heap, mu = self._revive_heap, self._mu
+        assert mu is not None  # called after a solve
         while heap and -heap[0][0] > mu:
             _, _, tok, e = heapq.heappop(heap)
             if tok == e.token and e.state == _QUEUED and e.forced:
@@ -474,6 +480,7 @@ class RecrawlScheduler:
             if len(e.history.intervals) < _FEW_SAMPLES:
                 self._estimate(e)
             old = e.due_at
+            assert self._mu is not None  # re-placing starts after the first solve
             iv, forced = self._interval(e, self._mu)
             if e.first:
                 iv = e.min_interval_s + (iv - e.min_interval_s) * e.phase

@@ -9,6 +9,7 @@ grants, and `DayTierStats` is a row of `courtly report`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from courtly.core.changerate import DAY_S
 from courtly.core.types import Decision
@@ -85,8 +86,9 @@ class RecrawlPolicy:
             raise ValueError("solve_sample_max >= 16; rebalance_s > 0; replace_cycle_s >= 0 (0 = off)")
 
 
-def policy_for_intent(intent: str, daily_budget: int, **overrides) -> RecrawlPolicy:
+def policy_for_intent(intent: str, daily_budget: int, **overrides: Any) -> RecrawlPolicy:
     """The intent profiles: archive (discovery only), search, monitor (watch list)."""
+    base: dict[str, Any]
     if intent == "archive":
         base = dict(discovery_floor=1.0, recrawl_share_max=0.0)
     elif intent == "search":

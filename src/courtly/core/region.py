@@ -96,8 +96,8 @@ def choose_home(probes: Iterable[Probe], regions: Sequence[str], *, default: str
     digests = {r: {p.digest for p in ps if _answered(p) and p.digest} for r, ps in by_region.items()}
     consistent = [d for r, d in digests.items() if r in serving and len(d) == 1]
     variants = len(consistent) > 1 and len(set().union(*consistent)) > 1
-    rtt = {r: statistics.median(p.rtt_s for p in ps if _answered(p)) for r, ps in by_region.items()
-           if r in serving}
+    rtt = {r: statistics.median(p.rtt_s for p in ps if p.rtt_s is not None and _answered(p))
+           for r, ps in by_region.items() if r in serving}
     if not serving:
         return HomeChoice(fallback, HomeReason.DEFAULT, blocked, variants, rtt)
     if blocked and len(serving) < len(regions):

@@ -38,7 +38,7 @@ from courtly.core.types import Origin, Reason
 __all__ = [
     "PARSE_BYTES_MAX", "REDIRECTS_MAX", "CACHE_S_MAX", "RobotsRule", "RobotsGroup",
     "RobotsRules", "ALLOW_ALL", "DISALLOW_ALL", "parse_robots", "product_token",
-    "robots_allowed", "RobotsFetched", "RobotsFailed", "RobotsState", "RobotsView",
+    "robots_allowed", "RobotsFetched", "RobotsFailed", "RobotsFailure", "RobotsState", "RobotsView",
     "Phase", "Event", "Effect", "TRANSITIONS", "classify", "RobotsStateError", "RobotsBook",
 ]
 
@@ -52,19 +52,27 @@ class RobotsFetched:
     redirects: int = 0
 
 
-_FAILURE_KINDS = frozenset({"timeout", "network", "dns", "non_public", "too_many_redirects"})
+class RobotsFailure(StrEnum):
+    """Why robots.txt could not be fetched (`RobotsFailed.kind`)."""
+
+    TIMEOUT = "timeout"
+    NETWORK = "network"
+    DNS = "dns"
+    NON_PUBLIC = "non_public"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
 
 
 @dataclass(frozen=True, slots=True)
 class RobotsFailed:
-    """robots.txt could not be fetched; `kind` in timeout, network, dns,
-    non_public, too_many_redirects."""
+    """robots.txt could not be fetched; `kind` a RobotsFailure (its string is taken too)."""
 
-    kind: str
+    kind: RobotsFailure
 
     def __post_init__(self) -> None:
-        if self.kind not in _FAILURE_KINDS:
-            raise ValueError(f"unknown robots failure kind {self.kind!r}")
+        try:
+            object.__setattr__(self, "kind", RobotsFailure(self.kind))
+        except ValueError:
+            raise ValueError(f"unknown robots failure kind {self.kind!r}") from None
 
 
 class RobotsState(StrEnum):
@@ -113,9 +121,9 @@ TRANSITIONS: Mapping[tuple[Phase, Event], tuple[Phase, Effect]] = {
 def classify(outcome: RobotsFetched | RobotsFailed) -> Event:
     """The event an outcome is (RFC 9309 2.3.1)."""
     if isinstance(outcome, RobotsFailed):
-        if outcome.kind == "too_many_redirects":
+        if outcome.kind is RobotsFailure.TOO_MANY_REDIRECTS:
             return Event.UNAVAILABLE
-        return Event.BLOCKED if outcome.kind in ("dns", "non_public") else Event.UNREACHABLE
+        return Event.BLOCKED if outcome.kind in (RobotsFailure.DNS, RobotsFailure.NON_PUBLIC) else Event.UNREACHABLE
     status = outcome.status
     if outcome.redirects > REDIRECTS_MAX or 300 <= status < 400:
         return Event.UNAVAILABLE
@@ -294,7 +302,7 @@ class RobotsBook:
         e = self._entries.get(key)
         if e is not None and e.phase is Phase.FETCHING:
             if now >= (e.started_at or 0.0) + self.fetch_timeout_s:
-                e = self._step(key, e, Event.UNREACHABLE, now, RobotsFailed("timeout"))
+                e = self._step(key, e, Event.UNREACHABLE, now, RobotsFailed(RobotsFailure.TIMEOUT))
         return e
 
     def _backoff_s(self, failures: int) -> float:

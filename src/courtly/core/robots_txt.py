@@ -187,7 +187,7 @@ class RobotsRules:
     # token -> (its groups, their rules as (pattern length, allow, matcher),
     # their crawl-delay): asked for every URL of the origin, with the
     # crawler's one token
-    _by_token: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _by_token: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def _for(self, token: str) -> tuple[tuple[RobotsGroup, ...], tuple[tuple[int, bool, Any], ...], float | None]:
         got = self._by_token.get(token)

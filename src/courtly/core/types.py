@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Reason", "Decision", "UrlItem", "Origin"]
+__all__ = ["Reason", "Decision", "UrlItem", "ItemKind", "Origin"]
 
 
 class Reason(StrEnum):
@@ -64,6 +64,13 @@ class Origin:
         return f"{self.scheme}://{host}{port}"
 
 
+class ItemKind(StrEnum):
+    """Why a URL is in the frontier (`UrlItem.kind`)."""
+
+    DISCOVERY = "discovery"
+    RECRAWL = "recrawl"     # granted by the recrawl scheduler
+
+
 @dataclass(frozen=True, slots=True)
 class UrlItem:
     """A URL queued in the frontier."""
@@ -74,4 +81,4 @@ class UrlItem:
     depth: int = 0      # hops from a seed
     via: str = ""       # the page it was discovered on ("" for seeds)
     redirects: int = 0  # redirect hops that led here
-    kind: str = "discovery"  # discovery | recrawl (granted by the recrawl scheduler)
+    kind: ItemKind = ItemKind.DISCOVERY

@@ -63,6 +63,7 @@ import ipaddress
 import re
 import unicodedata
 from dataclasses import dataclass
+from types import ModuleType
 
 from courtly.core.origin import host_of_normalized, origin_of_normalized, origin_text_of_normalized
 from courtly.core.sitekey import partition_of, politeness_key, registered_domain
@@ -70,6 +71,7 @@ from courtly.core.types import Origin, Reason
 from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORTS
 from courtly.core.urlfast import common_match, fast_parts
 
+_idna: ModuleType | None
 try:  # UTS-46 processing; optional
     import idna as _idna
 except ImportError:  # pragma: no cover - exercised only without the package
@@ -317,7 +319,7 @@ def _canonical_host(raw: str) -> str:
 def _uts46_map(host: str) -> str:
     try:
         if _idna is not None:
-            return _idna.uts46_remap(host, std3_rules=False, transitional=False)
+            return str(_idna.uts46_remap(host, std3_rules=False, transitional=False))
         return unicodedata.normalize("NFKC", host).translate(_IDEOGRAPHIC_DOTS)  # pragma: no cover
     except (UnicodeError, ValueError) as exc:
         raise UrlError(Reason.MALFORMED, f"bad IDN host {host!r}") from exc

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from courtly.core.change import (
     NOISE_CHANGES_MIN, NoiseBook, Observation, WatchRuleError, WatchRules, compare, compile_rules, observe,
@@ -86,17 +86,18 @@ class Watch:
         self.rules()
         return self
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "url": self.url, "every_s": self.every_s, "target_s": self.target_s,
                 "webhook": self.webhook, "select": list(self.select), "exclude": list(self.exclude),
                 "ignore": list(self.ignore), "trigger": self.trigger, "trigger_on": self.trigger_on,
                 "keep": list(self.keep), "paused": self.paused, "added_at": self.added_at}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Watch":
+    def from_json(cls, d: dict[str, Any]) -> "Watch":
         known = {k: d[k] for k in ("id", "url", "every_s", "target_s", "webhook", "trigger", "trigger_on",
                                    "paused", "added_at") if k in d}
-        lists = {k: tuple(str(x) for x in d.get(k) or ()) for k in ("select", "exclude", "ignore", "keep")}
+        lists: dict[str, Any] = {k: tuple(str(x) for x in d.get(k) or ())
+                                 for k in ("select", "exclude", "ignore", "keep")}
         return cls(**known, **lists)
 
 
@@ -116,7 +117,7 @@ class WatchState:
     trigger_present: bool = False
     noise: NoiseBook = field(default_factory=NoiseBook)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"checks": self.checks, "changes": self.changes, "learning_left": self.learning_left,
                 "interval_s": self.interval_s, "last_checked_at": self.last_checked_at,
                 "last_changed_at": self.last_changed_at, "capture_at": self.capture_at,
@@ -124,7 +125,7 @@ class WatchState:
                 "trigger_present": self.trigger_present, "noise": self.noise.to_json()}
 
     @classmethod
-    def from_json(cls, d: dict) -> "WatchState":
+    def from_json(cls, d: dict[str, Any]) -> "WatchState":
         s = cls(**{k: d[k] for k in ("checks", "changes", "learning_left", "interval_s", "last_checked_at",
                                      "last_changed_at", "capture_at", "fingerprint", "trigger_present") if k in d})
         s.blocks = tuple(d.get("blocks") or ())
@@ -139,11 +140,11 @@ class ChangeEvent:
     detected_at: float
     previous_capture: float | None
     capture: float
-    diff: dict
+    diff: dict[str, Any]
     before: tuple[str, ...]      # both contents, masked, for the side-by-side view
     after: tuple[str, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The line of `changes.jsonl` and the webhook's body."""
         return {"url": self.url, "watch": self.watch_id, "detected_at": iso(self.detected_at),
                 "previous_capture": iso(self.previous_capture) if self.previous_capture is not None else None,

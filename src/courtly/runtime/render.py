@@ -47,11 +47,13 @@ from dataclasses import dataclass, field
 
 from courtly import __version__
 from courtly.config import Config
+from courtly.core.intent import profile_of
 from courtly.core.render import RenderOutcome, SubResponse, is_media
 from courtly.core.render_policy import RenderBudget, RenderChoice, RenderPolicy, ShellTest
 from courtly.core.robots import RobotsState
 from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import UrlError, normalize_url, origin_text_of_normalized, politeness_key, split_origin
+from courtly.ports import FetchKind, ResolveFailed
 from courtly.runtime.requests import path_of
 from courtly.runtime.takedown import PurgedNow
 
@@ -118,6 +120,7 @@ class PageRenders:
             ShellTest(text_chars_max=r.text_chars_max, script_share_min=r.script_share_min, roots=r.roots),
             RenderBudget(r.share_max, r.burst), band_max=r.band_max, enabled=True)
         self.stats = RenderStats()
+        self.discovers = profile_of(cfg.crawl.intent).discovers
         self.waiting_max = r.queue_max + r.contexts_max   # waiting for a context, and rendering
         self._active = 0                 # renders waiting for or holding a context
         self._strikes: OrderedDict[str, int] = OrderedDict()
@@ -192,7 +195,7 @@ class PageRenders:
 
     async def _queue_new_links(self, item: UrlItem, raw_page, dom: bytes, xrt: str, now: float) -> int:
         c = self.c
-        if c.cfg.crawl.intent == "monitor":
+        if not self.discovers:
             return 0   # a watch list discovers nothing
         page = await c.extractor.submit(dom, item.url, "text/html; charset=utf-8", xrt)
         if not hasattr(page, "links"):
@@ -259,9 +262,7 @@ class SubrequestGate:
         key = politeness_key(host, c.cfg.crawl.politeness_key)
         try:
             ip = (await c.resolver.resolve(host))[0]
-        except Exception as e:
-            if not isinstance(getattr(e, "reason", None), Reason):
-                raise
+        except ResolveFailed as e:
             return self._refuse(url, str(e.reason))
         refusal = await self._robots(url, key)
         if refusal:
@@ -276,7 +277,7 @@ class SubrequestGate:
             return self._refuse(url, RenderRefusal.STOPPING)
         self.sent += 1
         self.r.stats.subrequests += 1
-        c.results.archive(url, result, kind="render-subrequest", meta={"rendered-for": self.page_url})
+        c.results.archive(url, result, kind=FetchKind.RENDER_SUBREQUEST, meta={"rendered-for": self.page_url})
         if not result.status:
             return self._refuse(url, RenderRefusal.NETWORK)
         return SubResponse(result.status, tuple((result.headers or {}).items()), result.content or b"")

@@ -29,6 +29,8 @@ from typing import Callable, Iterable, Iterator
 import brotli
 import zstandard
 
+from courtly.ports import FetchError
+
 __all__ = [
     "Decoded",
     "parse_codings",
@@ -50,10 +52,10 @@ _ALIASES = {"x-gzip": "gzip", "identity": ""}
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """Decoded content and what went wrong: None, "decode" or "decode_bomb"."""
+    """Decoded content and what went wrong: None, FetchError.DECODE or DECODE_BOMB."""
 
     content: bytes
-    error: str | None = None
+    error: FetchError | None = None
     detail: str = ""
 
 
@@ -92,17 +94,17 @@ def decode_body(
     if not codings:
         if len(body) <= decoded_bytes_max:
             return Decoded(body)
-        return Decoded(body[:decoded_bytes_max], "decode_bomb", "identity body over decoded_bytes_max")
+        return Decoded(body[:decoded_bytes_max], FetchError.DECODE_BOMB, "identity body over decoded_bytes_max")
     if len(codings) > CODINGS_MAX:
-        return Decoded(b"", "decode", f"more than {CODINGS_MAX} content-codings: {content_encoding}")
+        return Decoded(b"", FetchError.DECODE, f"more than {CODINGS_MAX} content-codings: {content_encoding}")
     for name in codings:
         if name not in _STAGES:
-            return Decoded(b"", "decode", f"unsupported content-coding {name!r}")
+            return Decoded(b"", FetchError.DECODE, f"unsupported content-coding {name!r}")
     if not body:
         return Decoded(b"")
 
     limit = decode_limit(len(body), decoded_bytes_max, ratio_max)
-    stream: Iterable[bytes] = _slices(body)
+    stream: Iterable[bytes] = _slices(body)  # type: ignore[assignment]  # each stage reads memoryviews too
     for name in reversed(codings):
         stream = _STAGES[name](stream)
 
@@ -115,10 +117,10 @@ def decode_body(
                 keep = len(piece) - (total - limit)
                 pieces.append(piece[:keep])
                 why = "decoded_bytes_max" if limit == decoded_bytes_max else "decode_ratio_max"
-                return Decoded(_join(pieces), "decode_bomb", f"decoded output over {limit} bytes ({why})")
+                return Decoded(_join(pieces), FetchError.DECODE_BOMB, f"decoded output over {limit} bytes ({why})")
             pieces.append(piece)
     except (zlib.error, brotli.error, zstandard.ZstdError, _Corrupt) as exc:
-        return Decoded(_join(pieces), "decode", f"{'+'.join(codings)}: {exc}")
+        return Decoded(_join(pieces), FetchError.DECODE, f"{'+'.join(codings)}: {exc}")
     return Decoded(_join(pieces))
 
 
@@ -228,7 +230,7 @@ class _Pull:
 def _zstd(chunks: Iterable[bytes]) -> Iterator[bytes]:
     # a decompressor per call: instances must not be shared across threads
     d = zstandard.ZstdDecompressor(max_window_size=ZSTD_WINDOW_BYTES_MAX)
-    reader = d.stream_reader(_Pull(chunks), read_across_frames=True)
+    reader = d.stream_reader(_Pull(chunks), read_across_frames=True)  # type: ignore[arg-type]  # has read()
     while True:
         out = reader.read(STEP_BYTES)
         if not out:

@@ -65,6 +65,7 @@ import signal
 import socket
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, Coroutine
 
 from courtly.core.links import ExtractFailed, PageLinks
 from courtly.shell.extract_worker import EXIT_MEMORY, HEADER, PROGRESS_TYPE, READY, decode_page, worker_main
@@ -95,7 +96,7 @@ class _Task:
     task_id: int
     url: str
     payload: bytes            # the marshalled request (framed when sent)
-    future: asyncio.Future
+    future: asyncio.Future[PageLinks | ExtractFailed]
     reasons: list[str] = field(default_factory=list)
 
 
@@ -114,7 +115,7 @@ class _Worker:
     idle_since: float | None = None  # tasks in flight but none of them started
     culprit: _Task | None = None     # the task a timeout kill is for
     kill_reason: str | None = None
-    exited: asyncio.Future | None = None
+    exited: asyncio.Future[int | None] | None = None   # the exit status, once reaped
 
 
 class _WorkerProtocol(asyncio.Protocol):
@@ -193,8 +194,8 @@ class ExtractPool:
         self._ids = itertools.count()
         self._pending = 0
         self._flush_due = False   # a dispatch is scheduled for the end of this loop turn
-        self._drained: asyncio.Event | None = None
-        self._background: set[asyncio.Future] = set()
+        self._drained = asyncio.Event()   # set while nothing is pending (made anew by start)
+        self._background: set[asyncio.Future[None]] = set()
         self._start_failures = 0
         self._started = self._closing = self._closed = False
         self._broken: str | None = None
@@ -270,7 +271,7 @@ class ExtractPool:
                 self._stop(worker)
             for worker in busy:  # their results are no longer wanted
                 self._kill(worker)
-            await asyncio.gather(*(w.exited for w in workers), return_exceptions=True)
+            await asyncio.gather(*(w.exited for w in workers if w.exited is not None), return_exceptions=True)
             while self._background:
                 await asyncio.gather(*list(self._background), return_exceptions=True)
         self._closed = True
@@ -295,7 +296,7 @@ class ExtractPool:
         if self._closing:
             raise RuntimeError("extract pool closed")
 
-    def _background_task(self, coro) -> None:
+    def _background_task(self, coro: Coroutine[Any, Any, None]) -> None:
         future = asyncio.ensure_future(coro)
         self._background.add(future)
         future.add_done_callback(self._background.discard)
@@ -330,6 +331,7 @@ class ExtractPool:
             raise
         finally:
             child_sock.close()
+        assert process.pid is not None  # set by start()
         worker = _Worker(process, process.pid, progress=progress)
         worker.exited = asyncio.get_running_loop().create_future()
         self._workers.append(worker)
@@ -348,7 +350,7 @@ class ExtractPool:
             self._kill(worker)
             self._on_lost(worker)
             return
-        worker.transport = transport  # type: ignore[assignment]
+        worker.transport = transport
         if worker.retiring:
             transport.close()
 
@@ -381,7 +383,7 @@ class ExtractPool:
     async def _reap(self, worker: _Worker) -> None:
         code = await self._wait_exit(worker)
         self._workers.remove(worker)
-        if not worker.exited.done():
+        if worker.exited is not None and not worker.exited.done():
             worker.exited.set_result(code)
         reason = worker.kill_reason or (
             f"memory limit of {self.memory_bytes_max} bytes exceeded"

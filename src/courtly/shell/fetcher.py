@@ -53,7 +53,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -61,7 +60,9 @@ from yarl import URL
 
 from courtly.core.netpolicy import parse_ip
 from courtly.core.urlfast import DEFAULT_PORTS as _DEFAULT_PORT
+from courtly.core.types import Reason
 from courtly.core.urlfast import common_match
+from courtly.ports import FetchError, FetchResult, Truncation  # FetchResult: declared with the ports; re-exported here
 from courtly.shell.decode import Decoded, decode_body
 from courtly.shell.http1 import Connection, Exchange, Pool, PoolClosed
 from courtly.shell.resolver import ResolveFailed, SafeResolver, normalise_host
@@ -83,29 +84,10 @@ _BASE_NAMES = ("user-agent", "accept", "accept-encoding")
 class _Failed(Exception):
     """A fetch failed with an error kind before any response was taken."""
 
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: FetchError, detail: str) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    """What one GET produced. status 0 means no response head was received."""
-
-    url: str
-    ip: str
-    status: int
-    request_head: bytes       # request line + headers as sent, CRLFCRLF-terminated
-    response_head: bytes      # status line + raw header lines, CRLFCRLF-terminated
-    headers: Mapping[str, str]  # case-insensitive (a CIMultiDictProxy)
-    body: bytes               # after transfer-decoding, still content-encoded
-    content: bytes            # decoded per Content-Encoding, capped
-    truncated: str | None     # WARC-Truncated: "length", "time", "disconnect"
-    started_at: float         # wall clock, seconds since the epoch
-    elapsed_s: float
-    error: str | None = None
-    error_detail: str = ""
 
 
 class Http1Fetcher:
@@ -149,9 +131,9 @@ class Http1Fetcher:
         self._wall_clock = wall_clock
         self._send_gate = send_gate
         self._base = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": accept_encoding}
-        for name, value in self._base.items():
-            if not _header_ok(name, value):
-                raise ValueError(f"invalid header {name}: {value!r}")
+        for header, text in self._base.items():
+            if not _header_ok(header, text):
+                raise ValueError(f"invalid header {header}: {text!r}")
         self._base_bytes = _encode_headers(self._base)
         self._pool = Pool(connections_max, connections_per_host_max, idle_s)
         self._closed = False
@@ -193,16 +175,16 @@ class Http1Fetcher:
         except _Failed as exc:
             f.fail(exc.kind, exc.detail)
         except ResolveFailed as exc:
-            f.fail(exc.reason.value, exc.detail)
+            f.fail(FetchError.NON_PUBLIC if exc.reason == Reason.NON_PUBLIC else FetchError.DNS, exc.detail)
         except PoolClosed as exc:
-            f.fail("not_sent", str(exc))
+            f.fail(FetchError.NOT_SENT, str(exc))
         except TimeoutError:
             x = f.exchange
             if x is not None and x.head_done and x.error is None:
                 if not x.ended:
-                    x.truncated = "time"
+                    x.truncated = Truncation.TIME
             else:
-                f.fail("timeout", f"no response head within total_s={self._total_s}")
+                f.fail(FetchError.TIMEOUT, f"no response head within total_s={self._total_s}")
         finally:
             conn, f.conn = f.conn, None
             if conn is not None:  # not released by _run: cancelled, timed out or failed
@@ -260,12 +242,12 @@ class Http1Fetcher:
         One that cannot be undone (an unknown coding, chunked not last, corrupt
         data) is a protocol error: there is no honest body to give."""
         d = await self._decode(_join(x.chunks), ", ".join(x.codings), self._body_bytes_max)
-        if d.error == "decode":
-            x.error, x.detail = "protocol", f"cannot undo the transfer coding ({d.detail})"
+        if d.error is FetchError.DECODE:
+            x.error, x.detail = FetchError.PROTOCOL, f"cannot undo the transfer coding ({d.detail})"
             return
         x.chunks = [d.content]
         if d.error is not None:  # decode_bomb: cut at the limit
-            x.truncated, x.detail = "length", f"transfer-decoded body: {d.detail}"
+            x.truncated, x.detail = Truncation.LENGTH, f"transfer-decoded body: {d.detail}"
 
     async def _run(self, f: "_Fetch", url: str, ip: str | None, headers: dict[str, str] | None) -> None:
         scheme, host, port, host_header, target = _split_url(url)
@@ -277,7 +259,7 @@ class Http1Fetcher:
         else:
             ip = normalise_host(ip)
             if not self._policy.permits(ip):   # remembered per address by the policy itself
-                raise _Failed("non_public", f"{ip} is not permitted by the network policy")
+                raise _Failed(FetchError.NON_PUBLIC, f"{ip} is not permitted by the network policy")
         f.ip = ip
         key = (scheme, host, ip, port)
         pool = self._pool
@@ -288,7 +270,7 @@ class Http1Fetcher:
             if f.gate is not None and not f.gate():
                 f.conn = None
                 pool.release(conn, reused)
-                raise _Failed("not_sent", "send gate closed before the request was sent")
+                raise _Failed(FetchError.NOT_SENT, "send gate closed before the request was sent")
             if not reused:
                 await self._connect(conn, scheme, host, ip, port)
             f.ip = conn.peer_ip
@@ -318,11 +300,11 @@ class Http1Fetcher:
                     ssl_handshake_timeout=self._connect_s if tls is not None else None,
                 )
         except TimeoutError:
-            raise _Failed("timeout", f"connect to {ip}:{port} took over connect_s={self._connect_s}") from None
+            raise _Failed(FetchError.TIMEOUT, f"connect to {ip}:{port} took over connect_s={self._connect_s}") from None
         except ssl.SSLError as exc:
-            raise _Failed("tls", _describe(exc)) from None
+            raise _Failed(FetchError.TLS, _describe(exc)) from None
         except OSError as exc:
-            raise _Failed("connect", f"cannot connect to {ip}:{port}: {_describe(exc)}") from None
+            raise _Failed(FetchError.CONNECT, f"cannot connect to {ip}:{port}: {_describe(exc)}") from None
 
     def _request_head(self, target: str, host_header: str, headers: dict[str, str] | None) -> bytes:
         start = f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\n".encode("ascii")
@@ -330,7 +312,7 @@ class Http1Fetcher:
             return start + self._base_bytes + b"\r\n"
         for name, value in headers.items():
             if not _header_ok(name, value):
-                raise _Failed("invalid_request", f"invalid header {name!r}: {value!r}")
+                raise _Failed(FetchError.INVALID_REQUEST, f"invalid header {name!r}: {value!r}")
         names = {name.lower() for name in headers}
         base = self._base_bytes
         if not names.isdisjoint(_BASE_NAMES):
@@ -351,10 +333,10 @@ class _Fetch:
         self.request_head = b""
         self.exchange: Exchange | None = None
         self.conn: Connection | None = None
-        self.error: str | None = None
+        self.error: FetchError | None = None
         self.detail = ""
 
-    def fail(self, kind: str, detail: str) -> None:
+    def fail(self, kind: FetchError, detail: str) -> None:
         self.error = kind
         self.detail = detail
         self.exchange = None
@@ -399,11 +381,11 @@ def _split_url_parsed(url: str) -> tuple[str, str, int, str, str]:
             else (f"[{raw_host}]" if raw_host and ":" in raw_host else raw_host)
         target = u.raw_path_qs or "/"
     except (ValueError, TypeError, UnicodeError, IndexError) as exc:   # IndexError: yarl on "http://[::1]@"
-        raise _Failed("invalid_url", _describe(exc)) from None
-    if scheme not in _DEFAULT_PORT or not raw_host or port is None:
-        raise _Failed("invalid_url", f"not an absolute http(s) URL: {url!r}")
+        raise _Failed(FetchError.INVALID_URL, _describe(exc)) from None
+    if scheme not in _DEFAULT_PORT or not raw_host or port is None or host_header is None:
+        raise _Failed(FetchError.INVALID_URL, f"not an absolute http(s) URL: {url!r}")
     if not target.startswith("/") or not target.isascii() or any(c in target for c in " \r\n"):
-        raise _Failed("invalid_url", f"cannot send the target of {url!r}")
+        raise _Failed(FetchError.INVALID_URL, f"cannot send the target of {url!r}")
     return scheme, normalise_host(raw_host), port, host_header, target
 
 

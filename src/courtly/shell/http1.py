@@ -32,6 +32,8 @@ from collections import deque
 import httptools
 from multidict import CIMultiDict
 
+from courtly.ports import FetchError, Truncation
+
 __all__ = ["Connection", "Exchange", "Pool", "PoolClosed", "PoolKey"]
 
 PoolKey = tuple[str, str, str, int]  # scheme, host, ip, port
@@ -83,8 +85,8 @@ class Exchange:
         self.framing = 0         # bytes read in a row after the head without a byte of body
         self.mending = False     # the parser refused the head for a fault `_mend` remedies
         self.interims = 0        # 1xx heads skipped
-        self.truncated: str | None = None
-        self.error: str | None = None
+        self.truncated: Truncation | None = None
+        self.error: FetchError | None = None
         self.detail = ""
 
     # -- input from the connection -------------------------------------------
@@ -122,17 +124,17 @@ class Exchange:
                     buf += data
             if end < 0:
                 if len(buf) > self.head_cap:
-                    self.fail("too_large_headers", f"response head over {self.head_cap} bytes")
+                    self.fail(FetchError.TOO_LARGE_HEADERS, f"response head over {self.head_cap} bytes")
                     return
                 if not self.mending:
                     self._parse(data)
                 return
             end += 4
             if end > self.head_cap:
-                self.fail("too_large_headers", f"response head is {end} bytes, over {self.head_cap}")
+                self.fail(FetchError.TOO_LARGE_HEADERS, f"response head is {end} bytes, over {self.head_cap}")
                 return
             if not whole.startswith(b"HTTP/"):  # llhttp takes RTSP/ and ICE/ too (RFC 9112 2.3)
-                self.fail("protocol", f"not an HTTP status line: {bytes(whole[:40])!r}")
+                self.fail(FetchError.PROTOCOL, f"not an HTTP status line: {bytes(whole[:40])!r}")
                 return
             k = end - (len(whole) - len(data))  # where the head ends in `data`
             if not self.mending:
@@ -145,13 +147,13 @@ class Exchange:
                 self.interim = False
                 self.interims += 1
                 if self.interims > _INTERIM_MAX:  # each costs a copy of the rest of the read
-                    self.fail("protocol", f"more than {_INTERIM_MAX} interim (1xx) responses")
+                    self.fail(FetchError.PROTOCOL, f"more than {_INTERIM_MAX} interim (1xx) responses")
                     return
                 # llhttp frames a body after 1xx heads but 100, 102 and 103; there is none
                 # (RFC 9110 15.2): a new parser for the next head
                 self.parser = _parser(self)
             elif not self.status:  # the parser did not end the head where we did
-                self.fail("protocol", "response head not understood")
+                self.fail(FetchError.PROTOCOL, "response head not understood")
                 return
             else:
                 self.head = bytes(whole[:end])
@@ -185,7 +187,7 @@ class Exchange:
         grow one trailer field without bound within total_s."""
         self.framing += n
         if self.framing > self.head_cap:
-            self.fail("too_large_headers", f"over {self.head_cap} bytes of chunk framing or trailer fields")
+            self.fail(FetchError.TOO_LARGE_HEADERS, f"over {self.head_cap} bytes of chunk framing or trailer fields")
 
     def _compact(self) -> None:
         """Fold the pieces into one buffer: a body sent in tiny chunks is one
@@ -207,14 +209,14 @@ class Exchange:
                 self.complete = True
                 self.keep_alive = False
             else:
-                self.truncated = "disconnect"
+                self.truncated = Truncation.DISCONNECT
                 self.detail = f"connection closed mid-body: {_describe(exc)}" if exc else "connection closed mid-body"
             self._end()
         else:
             why = _describe(exc) if exc else "peer closed the connection"
-            self.fail("reset", f"no complete response head: {why}")
+            self.fail(FetchError.RESET, f"no complete response head: {why}")
 
-    def fail(self, kind: str, detail: str) -> None:
+    def fail(self, kind: FetchError, detail: str) -> None:
         if self.ended:
             return
         self.error = kind
@@ -236,7 +238,7 @@ class Exchange:
                 if not self.head_done and not self.mending and str(exc) in _MENDABLE:
                     self.mending = True  # once the head is whole: see _mend
                     return
-                self.fail("protocol", f"{type(exc).__name__}: {exc}")
+                self.fail(FetchError.PROTOCOL, f"{type(exc).__name__}: {exc}")
 
     # -- httptools callbacks -------------------------------------------------
 
@@ -250,7 +252,7 @@ class Exchange:
             return
         self.count += 1
         if self.count > self.count_cap:
-            self.fail("too_large_headers", f"more than {self.count_cap} header lines")
+            self.fail(FetchError.TOO_LARGE_HEADERS, f"more than {self.count_cap} header lines")
             raise ValueError("too many header lines")
         self.headers.add(name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
 
@@ -259,7 +261,7 @@ class Exchange:
         status = p.get_status_code()
         if status < 200:
             if status < 100:  # RFC 9110 15: codes run from 100; no way to frame this
-                self.fail("protocol", f"status code {status:03d}")
+                self.fail(FetchError.PROTOCOL, f"status code {status:03d}")
                 raise ValueError("status code under 100")
             self.interim = True
             self.headers = CIMultiDict()
@@ -302,7 +304,7 @@ class Exchange:
         if n > self.left:
             self.chunks.append(body[: self.left])
             self.left = 0
-            self.truncated = "length"
+            self.truncated = Truncation.LENGTH
             self._end()
             return
         self.chunks.append(body)

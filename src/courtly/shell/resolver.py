@@ -36,11 +36,14 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
-from typing import Awaitable, Callable, Sequence
+from types import ModuleType
+from typing import Any, Awaitable, Callable, Sequence
 
 from courtly.core.netpolicy import NetPolicy, parse_ip
 from courtly.core.types import Reason
+from courtly.ports import ResolveFailed  # declared with the ports; re-exported here
 
+aiodns: ModuleType | None
 try:  # pragma: no cover - exercised by whichever is installed
     import aiodns
 except ImportError:  # pragma: no cover
@@ -56,15 +59,6 @@ _HOST_LEN_MAX = 253
 # Upper bounds of the lookup latency histogram (seconds); +Inf is implied.
 DNS_LATENCY_BUCKETS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                             2.5, 5.0, 10.0)
-
-
-class ResolveFailed(Exception):
-    """A host that may not be connected to: Reason.DNS or Reason.NON_PUBLIC."""
-
-    def __init__(self, reason: Reason, detail: str = "") -> None:
-        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +121,7 @@ class SafeResolver:
         self._entries_max = cache_entries_max
         self._nameservers = list(nameservers) if nameservers else None
         self._lookup: Lookup = lookup or self._default_lookup
-        self._aiodns: object | None = None
+        self._aiodns: Any = None   # an aiodns.DNSResolver once the first lookup needs one
         # host -> (expires_at, addresses or the failure)
         self._cache: OrderedDict[str, tuple[float, list[str] | ResolveFailed]] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[list[str]]] = {}
@@ -201,7 +195,7 @@ class SafeResolver:
     async def close(self) -> None:
         res, self._aiodns = self._aiodns, None
         if res is not None:
-            await res.close()  # type: ignore[attr-defined]
+            await res.close()
 
     # -- internals ----------------------------------------------------------
 
@@ -282,7 +276,7 @@ class SafeResolver:
             kwargs = {"nameservers": self._nameservers} if self._nameservers else {}
             self._aiodns = aiodns.DNSResolver(loop=asyncio.get_running_loop(), **kwargs)
         try:
-            result = await self._aiodns.getaddrinfo(host, family=socket.AF_UNSPEC)  # type: ignore[attr-defined]
+            result = await self._aiodns.getaddrinfo(host, family=socket.AF_UNSPEC)
         except aiodns.error.DNSError as exc:
             code = exc.args[0] if exc.args else None
             text = exc.args[1] if len(exc.args) > 1 else str(exc)

@@ -72,7 +72,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import BinaryIO
 
 from courtly import __version__
@@ -109,13 +109,14 @@ from courtly.shell.warc_record import (
     warc_fields,
 )
 
+_deflate_lib: ModuleType
 try:  # ISA-L deflate: same format, faster than zlib at level 1 (optional; docs/performance.md)
     from isal import isal_zlib as _deflate_lib
 
     DEFLATE_BACKEND = "isal"
     _LEVEL_MAX = 3
 except ImportError:  # pragma: no cover - depends on the environment
-    _deflate_lib = zlib  # type: ignore[assignment]
+    _deflate_lib = zlib
     DEFLATE_BACKEND = "zlib"
     _LEVEL_MAX = 9
 

@@ -31,11 +31,18 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from courtly.core.purge import Purge
+    from courtly.core.fingerprint import FirstCapture
 
 __all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION", "refuse_foreign"]
 
 from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of work)
+from courtly.ports import (  # noqa: E402  (the rows it reads back: NamedTuples, positional as before)
+    ComplaintRow, DeadLetterRow, DigestRow, FlagRow, HistoryRow, PurgeRow, QueuedRow, RefusedRow, SimhashRow,
+)
 
 SCHEMA_VERSION = 1
 
@@ -119,7 +126,7 @@ CREATE TABLE IF NOT EXISTS abuse_complaints (   -- courtly abuse: the host's key
 """
 
 
-def _first_per_digest(rows: list[tuple]) -> list[tuple]:
+def _first_per_digest(rows: Sequence[DigestRow]) -> list[DigestRow]:
     """A batch's digest rows, the first of each digest only (the appended
     table does not ignore a repeat by itself). A digest repeated across
     batches, which happens only once the crawl's ExactDupIndex is full, is
@@ -133,7 +140,7 @@ def _first_per_digest(rows: list[tuple]) -> list[tuple]:
     return out
 
 
-def _first_capture(url: str, at: float, record_id: str):
+def _first_capture(url: str, at: float, record_id: str) -> FirstCapture:
     from courtly.core.fingerprint import FirstCapture
 
     return FirstCapture(url, at, record_id)
@@ -309,30 +316,30 @@ class SqliteStore:
         for (u,) in self._db.execute("SELECT url FROM urls WHERE NOT (state = 'skipped' AND reason IS 'nofollow')"):
             yield u
 
-    def iter_queued(self) -> Iterator[tuple]:
+    def iter_queued(self) -> Iterator[QueuedRow]:
         """(url, key, band, depth, redirects, via, attempts) of every queued URL."""
-        yield from self._db.execute(
+        yield from map(QueuedRow._make, self._db.execute(
             "SELECT url, key, band, depth, redirects, via, attempts FROM urls WHERE state='queued'"
-        )
+        ))
 
-    def queued_of_key(self, key: str, limit: int) -> list[tuple]:
+    def queued_of_key(self, key: str, limit: int) -> list[QueuedRow]:
         """The first `limit` queued URLs of `key` in band order, as
         (url, key, band, depth, redirects, via, attempts); an index range scan."""
-        return self._db.execute(
+        return list(map(QueuedRow._make, self._db.execute(
             "SELECT url, key, band, depth, redirects, via, attempts FROM urls INDEXED BY urls_queued_key"
             " WHERE key = ? AND state = 'queued' ORDER BY band, discovered_at LIMIT ?",
-            (key, limit)).fetchall()
+            (key, limit))))
 
-    def hosts(self) -> dict[str, dict]:
+    def hosts(self) -> dict[str, dict[str, Any]]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
 
-    def robots(self) -> dict[str, dict]:
+    def robots(self) -> dict[str, dict[str, Any]]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
 
-    def iter_digests(self) -> Iterator[tuple]:
-        yield from self._db.execute("SELECT digest, url, at, record_id FROM digests")
+    def iter_digests(self) -> Iterator[DigestRow]:
+        yield from map(DigestRow._make, self._db.execute("SELECT digest, url, at, record_id FROM digests"))
 
-    def digest_record(self, digest: str):
+    def digest_record(self, digest: str) -> FirstCapture | None:
         """The first capture (core FirstCapture) of the payload `digest`, or
         None. A scan of the appended table: the running crawl keeps this index
         in memory (runtime/budget); this answers tools and the store contract."""
@@ -340,60 +347,61 @@ class SqliteStore:
                                (digest,)).fetchone()
         return None if row is None else _first_capture(*row)
 
-    def digest_records(self, digests) -> dict:
+    def digest_records(self, digests: Iterable[str]) -> dict[str, FirstCapture]:
         """`digest_record` for many digests (one scan): those known."""
         wanted = set(digests)
-        out: dict = {}
+        out: dict[str, FirstCapture] = {}
         for digest, url, at, record_id in self.iter_digests():
             if digest in wanted and digest not in out:
                 out[digest] = _first_capture(url, at, record_id)
         return out
 
-    def trap_snapshot(self) -> dict:
+    def trap_snapshot(self) -> dict[str, Any]:
         """The trap guard's snapshot (`TrapGuard.restore` takes it; empty when none)."""
         raw = self.get_meta("traps")
         return json.loads(raw) if raw else {"version": 1, "allow": [], "hosts": {}}
 
-    def soft404_snapshot(self) -> dict:
+    def soft404_snapshot(self) -> dict[str, Any]:
         """The soft-404 book's snapshot (`Soft404Book.restore` takes it; empty when none)."""
         raw = self.get_meta("soft404")
         return json.loads(raw) if raw else {"version": 2, "hosts": {}}
 
-    def iter_histories(self) -> Iterator[tuple]:
-        yield from self._db.execute("SELECT url, host, tier, depth, history FROM histories")
+    def iter_histories(self) -> Iterator[HistoryRow]:
+        yield from map(HistoryRow._make, self._db.execute("SELECT url, host, tier, depth, history FROM histories"))
 
-    def fetches_by_day(self) -> list[tuple]:
+    def fetches_by_day(self) -> list[tuple[int, str, int]]:
         """(day since epoch, kind, fetches) for the report."""
         return self._db.execute(
             "SELECT CAST(at / 86400 AS INTEGER) AS day, kind, count(*) FROM fetches GROUP BY day, kind"
             " ORDER BY day, kind").fetchall()
 
-    def iter_simhashes(self) -> Iterator[tuple]:
-        yield from self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id")
+    def iter_simhashes(self) -> Iterator[SimhashRow]:
+        yield from map(SimhashRow._make, self._db.execute("SELECT doc_id, fp, scope FROM simhashes ORDER BY id"))
 
-    def iter_flags(self, flags: tuple[str, ...]) -> Iterator[tuple]:
+    def iter_flags(self, flags: tuple[str, ...]) -> Iterator[FlagRow]:
         """(url, at, flag, detail) of the flags named, in the order recorded."""
         marks = ", ".join("?" * len(flags))
-        yield from self._db.execute(f"SELECT url, at, flag, detail FROM flags WHERE flag IN ({marks}) ORDER BY rowid",
-                                    flags)
+        yield from map(FlagRow._make, self._db.execute(
+            f"SELECT url, at, flag, detail FROM flags WHERE flag IN ({marks}) ORDER BY rowid", flags))
 
-    def url_flags(self, url: str) -> list[tuple]:
+    def url_flags(self, url: str) -> list[tuple[float, str, str]]:
         return read_url_flags(self._db, url)
 
-    def dead_letters(self, limit: int) -> list[tuple]:
+    def dead_letters(self, limit: int) -> list[DeadLetterRow]:
         """(url, at, reason) of the pages extraction gave up on, oldest first, at most `limit`."""
-        return self._db.execute("SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,)).fetchall()
+        return list(map(DeadLetterRow._make, self._db.execute(
+            "SELECT url, at, reason FROM dead_letters ORDER BY at LIMIT ?", (limit,))))
 
     def count_denied(self, key: str, reason: str) -> int:
-        return self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
-                                (key, reason)).fetchone()[0]
+        return int(self._db.execute("SELECT count(*) FROM urls WHERE key = ? AND reason = ?",
+                                    (key, reason)).fetchone()[0])
 
     def requeue_denied(self, key: str, reason: str, rule: str | None = None) -> int:
         """Queue again the URLs of `key` skipped for `reason` (and `rule`, whose
         name starts the decision's detail). Returns how many."""
         sql = ("UPDATE urls SET state='queued', reason=NULL, detail=NULL"
                " WHERE key = ? AND state = 'skipped' AND reason = ?")
-        args: tuple = (key, reason)
+        args: tuple[str, ...] = (key, reason)
         if rule:
             sql += " AND detail LIKE ?"
             args += (rule + "%",)
@@ -402,13 +410,13 @@ class SqliteStore:
         self._db.execute("COMMIT")
         return n
 
-    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[tuple]:
+    def refused_at_depth0(self, reasons: list[str], limit: int) -> list[RefusedRow]:
         """(url, key, via, reason, detail) of seed-stage URLs (depth 0: seeds and
         their redirect hops) skipped for one of `reasons` (runtime/refusal)."""
         marks = ", ".join("?" * len(reasons))
-        return self._db.execute(
+        return list(map(RefusedRow._make, self._db.execute(
             f"SELECT url, key, via, reason, coalesce(detail, '') FROM urls WHERE depth = 0"
-            f" AND state = 'skipped' AND reason IN ({marks}) LIMIT ?", (*reasons, limit)).fetchall()
+            f" AND state = 'skipped' AND reason IN ({marks}) LIMIT ?", (*reasons, limit))))
 
     def requeue(self, rows: list[tuple[str, str]]) -> int:
         """Queue again skipped URLs, given as (key, url) (seed band). How many."""
@@ -433,17 +441,17 @@ class SqliteStore:
         row = self._db.execute("SELECT v FROM meta WHERE k = ?", (k,)).fetchone()
         return row[0] if row else None
 
-    def url_record(self, url: str) -> dict | None:
+    def url_record(self, url: str) -> dict[str, Any] | None:
         return read_url_record(self._db, url)
 
-    def url_fetches(self, url: str) -> list[dict]:
+    def url_fetches(self, url: str) -> list[dict[str, Any]]:
         return read_url_fetches(self._db, url)
 
     def linked_from(self, url: str, limit: int = 20) -> list[str]:
         return read_linked_from(self._db, url, limit)
 
-    def counts(self) -> dict:
-        out: dict = {"states": {}, "reasons": {}, "statuses": {}}
+    def counts(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"states": {}, "reasons": {}, "statuses": {}}
         for state, n in self._db.execute("SELECT state, count(*) FROM urls GROUP BY state"):
             out["states"][state] = n
         for reason, n in self._db.execute(
@@ -468,7 +476,7 @@ class SqliteStore:
 
     # ---- takedowns ------------------------------------------------------------
 
-    def add_purge(self, purge, at: float) -> tuple[object, dict[str, int]]:
+    def add_purge(self, purge: Purge, at: float) -> tuple[Purge, dict[str, int]]:
         """Record `purge` (a core.purge.Purge) and mark every URL record in its
         scope, in one transaction. Returns (the purge with its id, counts)."""
         from dataclasses import replace
@@ -478,6 +486,7 @@ class SqliteStore:
         try:
             cur = db.execute("INSERT INTO purges(scope, value, reason, at) VALUES (?, ?, ?, ?)",
                              (str(purge.scope), purge.value, purge.reason, at))
+            assert cur.lastrowid is not None  # set by the INSERT just run
             stored = replace(purge, id=cur.lastrowid, at=at)
             counts = self._mark_purged(stored)
             db.execute("COMMIT")
@@ -487,16 +496,16 @@ class SqliteStore:
         self.statements += 1
         return stored, counts
 
-    def purges(self, after_id: int = 0) -> list[tuple]:
+    def purges(self, after_id: int = 0) -> list[PurgeRow]:
         """(id, scope, value, reason, at, applied_at) of the purges after `after_id`."""
-        return self._db.execute(
+        return list(map(PurgeRow._make, self._db.execute(
             "SELECT id, scope, value, reason, at, applied_at FROM purges WHERE id > ? ORDER BY id",
-            (after_id,)).fetchall()
+            (after_id,))))
 
     def purges_max_id(self) -> int:
-        return self._db.execute("SELECT coalesce(max(id), 0) FROM purges").fetchone()[0]
+        return int(self._db.execute("SELECT coalesce(max(id), 0) FROM purges").fetchone()[0])
 
-    def apply_purges(self, purges, applied_at: float | None) -> dict[str, int]:
+    def apply_purges(self, purges: Iterable[Purge], applied_at: float | None) -> dict[str, int]:
         """Mark the URL records in scope of `purges` again (a running crawl may
         have written some since they were recorded) and set their applied_at."""
         db = self._db
@@ -516,7 +525,7 @@ class SqliteStore:
         self.statements += 1
         return total
 
-    def _mark_purged(self, purge) -> dict[str, int]:
+    def _mark_purged(self, purge: Purge) -> dict[str, int]:
         """URL records in scope become skipped/purged; queued ones counted apart.
         A cheap C filter (instr or a key range) runs before the exact match."""
         from courtly.core.purge import PurgeList, Scope
@@ -546,6 +555,7 @@ class SqliteStore:
             "INSERT INTO abuse_complaints(host, key, contact, note, recorded_at) VALUES (?, ?, ?, ?, ?)",
             (host, key, contact, note, at))
         self.statements += 1
+        assert cur.lastrowid is not None  # set by the INSERT just run
         return cur.lastrowid
 
     def resolve_complaint(self, complaint_id: int, at: float) -> bool:
@@ -555,10 +565,11 @@ class SqliteStore:
         self.statements += 1
         return n == 1
 
-    def complaints(self, *, open_only: bool = False) -> list[tuple]:
+    def complaints(self, *, open_only: bool = False) -> list[ComplaintRow]:
         """(id, host, key, contact, note, recorded_at, resolved_at), oldest first."""
         sql = "SELECT id, host, key, contact, note, recorded_at, resolved_at FROM abuse_complaints"
-        return self._db.execute(sql + (" WHERE resolved_at IS NULL" if open_only else "") + " ORDER BY id").fetchall()
+        return list(map(ComplaintRow._make, self._db.execute(
+            sql + (" WHERE resolved_at IS NULL" if open_only else "") + " ORDER BY id")))
 
     def update_warc_refs(self, filename: str, moved: dict[int, int | None]) -> int:
         """Point the fetch log at the records' new offsets after the WARC file
@@ -593,13 +604,13 @@ class SqliteStore:
 # One URL's history, read the same way by the writer's store and by the
 # read-only view of a crawl folder (runtime/crawlview.py).
 
-def read_url_record(db: sqlite3.Connection, url: str) -> dict | None:
+def read_url_record(db: sqlite3.Connection, url: str) -> dict[str, Any] | None:
     cur = db.execute("SELECT * FROM urls WHERE url = ?", (url,))
     row = cur.fetchone()
     return dict(zip([d[0] for d in cur.description], row)) if row else None
 
 
-def read_url_fetches(db: sqlite3.Connection, url: str) -> list[dict]:
+def read_url_fetches(db: sqlite3.Connection, url: str) -> list[dict[str, Any]]:
     cur = db.execute("SELECT * FROM fetches WHERE url = ? ORDER BY at", (url,))
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
@@ -609,5 +620,5 @@ def read_linked_from(db: sqlite3.Connection, url: str, limit: int = 20) -> list[
     return [r[0] for r in db.execute("SELECT url FROM urls WHERE via = ? LIMIT ?", (url, limit))]
 
 
-def read_url_flags(db: sqlite3.Connection, url: str) -> list[tuple]:
+def read_url_flags(db: sqlite3.Connection, url: str) -> list[tuple[float, str, str]]:
     return db.execute("SELECT at, flag, detail FROM flags WHERE url = ? ORDER BY at", (url,)).fetchall()
