@@ -2,7 +2,10 @@
 
 Theory of operation
 -------------------
-One `Crawler` owns every partition (single machine). Its main loop expires
+One `Crawler` is the engine of both deployments: on a single machine it owns
+every key; a distributed worker (runtime/worker.py) builds it with the
+cluster's strategies (runtime/distribution.py: who owns which key, the per-IP
+slot shared by the cluster, who writes the batches). Its main loop expires
 overdue leases, hands ready host batches (leases) to fetch tasks up to
 `crawl.fetch_tasks`, and otherwise sleeps until `frontier.next_wakeup()` or
 until something changes (a task ends, URLs are queued). Nothing polls.
