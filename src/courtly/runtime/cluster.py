@@ -30,6 +30,7 @@ from courtly.runtime.wiring import build_network, start_servers, status_server, 
 from courtly.runtime.worker import Worker
 from courtly.shell.blob import open_warc_output
 from courtly.shell.clock import SystemClock
+from courtly.shell.store.pg_parity_w import with_purges
 from courtly.shell.store.postgres import PostgresStore, StoreError, StoreUnavailable
 
 __all__ = ["ClusterError", "run_worker", "submit", "status_data", "render_status", "new_worker_id",
@@ -97,7 +98,7 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                      install_signals: bool = True, on_start=None, status: tuple[str, int] | None = None):
     """`status`: serve /metrics and the status page on (host, port), as `courtly crawl --status`."""
     worker_id = worker_id or new_worker_id()
-    store = await open_store(dsn, pool_max=cfg.distributed.pool_max)
+    store = await with_purges(await open_store(dsn, pool_max=cfg.distributed.pool_max))
     mode = await store.get_meta("politeness_key")
     if mode and mode != cfg.crawl.politeness_key:
         await store.close()

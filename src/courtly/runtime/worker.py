@@ -35,6 +35,11 @@ it is built. Only ownership and state move:
   are kept (routing is not fenced) and the batch is tried again. When the
   store is unreachable batches wait in memory and are retried with the same
   `batch_id` (applied once); fetching goes on only while the leases last.
+* **Takedowns.** Every commit first takes up the purges recorded since the
+  last one (`courtly purge --db`, table `purges`): from then on nothing in
+  their scope is requested by this worker (runtime/takedown), and once the
+  batch is written the rows in scope are marked purged again. So a purge
+  stops every worker within one commit interval.
 * **Stopping.** `stop()` (SIGTERM): no new requests, in-flight ones finish,
   everything is committed, the partitions are released and the worker
   deregisters. With `exit_when_done` the worker stops by itself once the
@@ -467,13 +472,26 @@ class Worker:
             except asyncio.TimeoutError:
                 pass
             self._commit_now.clear()
+            try:
+                await self._take_up_purges()
+            except StoreUnavailableError:
+                self.wstats.store_errors += 1
             await self.flush()
+
+    async def _take_up_purges(self) -> None:
+        """Purges recorded since the last poll (`courtly purge --db`) are in force
+        from here on: nothing in their scope is requested (runtime/takedown),
+        so every worker stops fetching it within one commit interval."""
+        takedowns = self.engine.takedowns
+        takedowns.take_up(await self.pg.purges(takedowns.last_id), self.clock.now())
 
     async def flush(self) -> bool:
         """Write every pending batch in order. False when the store is away."""
         async with self._flush_lock:
+            takedowns = self.engine.takedowns
+            takedowns.filter_batch(self.engine.batch, self.clock.now())   # pages fetched in scope end purged
             self._cut()
-            if not self._pending:
+            if not self._pending and takedowns.to_settle() is None:
                 return True
             self.warc.flush()      # raw bytes are durable before the store says "fetched"
             while self._pending:
@@ -494,6 +512,13 @@ class Worker:
                 self.wstats.batches += 1
                 self._settled(batch)
             self.engine.admission.committed()
+            due = takedowns.to_settle()
+            if due is not None:   # rows written in scope meanwhile (by any worker) are marked again
+                try:
+                    takedowns.settled(await self.pg.apply_purges(*due))
+                except StoreUnavailableError:
+                    self.wstats.store_errors += 1
+                    return False
             return True
 
     def _settled(self, b: Batch) -> None:
@@ -520,6 +545,7 @@ class Worker:
             e.admission.set_seeds(json.loads(seeds))
         for origin, snap in (await self.pg.robots()).items():
             e.robots.restore(origin, snap)
+        e.takedowns.take_up(await self.pg.purges(0), self.clock.now(), at_start=True)
         await self.pg.register(self.worker_id)
 
     async def run(self) -> CrawlStats:
