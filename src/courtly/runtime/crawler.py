@@ -342,6 +342,10 @@ class Crawler:
                 self.recrawl.released(url, now)
                 continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
+            if not self.tenancy.owns(key):   # its partition moved on: the new owner plans it
+                self.recrawl.released(url, now)
+                self.recrawl.scheduler.remove(url)
+                continue
             self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
 
     def _queue_checks(self, now: float) -> None:

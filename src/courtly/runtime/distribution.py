@@ -49,6 +49,10 @@ class Tenancy(Protocol):
     routes: bool     # discovered URLs go to the store, for their partition's owner (not queued here)
     endless: bool    # work arrives from elsewhere: an empty frontier does not end the run
 
+    def owns(self, key: str) -> bool:
+        """`key` is this engine's to fetch now."""
+        ...
+
     def tenure(self, key: str) -> Tenure: ...
 
     def take(self, key: str, now: float) -> float | None:
@@ -105,6 +109,9 @@ class OwnsEverything:
     routes = False
     endless = False
     _ALL = Tenure(0, None)
+
+    def owns(self, key: str) -> bool:
+        return True
 
     def tenure(self, key: str) -> Tenure:
         return self._ALL

@@ -102,6 +102,19 @@ class _Unshared:
 
 
 @dataclass(frozen=True, slots=True)
+class _Histories:
+    """Change histories of adopted partitions, as `Recrawl.load` reads a store."""
+
+    rows: list
+
+    def iter_histories(self):
+        return iter(self.rows)
+
+    def get_meta(self, k: str) -> None:
+        return None     # the recrawl report is a single machine's (`courtly report`)
+
+
+@dataclass(frozen=True, slots=True)
 class _Unsent:
     """The answer to a request this worker may not send (a robots.txt redirect
     into a partition another worker holds): a network failure, so robots.txt
@@ -157,6 +170,9 @@ class Partitions:
         return p
 
     # ---- the engine's tenancy --------------------------------------------------
+
+    def owns(self, key: str) -> bool:
+        return self.own.epoch(self.partition(key)) is not None
 
     def tenure(self, key: str) -> Tenure:
         p = self.partition(key)
@@ -358,6 +374,9 @@ class Worker:
         for key, snap in hosts.items():
             politeness.restore(key, snap)
             politeness.hold_key_until(key, self._hold_until + float(snap.get("delay_s", 0.0)))
+        if self.engine.recrawl.enabled:    # search: the partitions' change histories, planned from here on
+            rows = [r async for r in self.pg.iter_histories() if self.parts.partition_of_url(r[0]) in todo]
+            self.engine.recrawl.load(_Histories(rows), self.clock.now())
         for p, epoch in sorted(todo.items()):
             if self.own.epoch(p) == epoch:
                 try:
