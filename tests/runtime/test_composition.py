@@ -144,9 +144,23 @@ def test_no_runtime_module_assigns_an_attribute_of_another_object():
     assert not bad, f"build it in, or give its class a method: {bad}"
 
 
-def test_the_worker_is_not_a_crawler_and_runs_the_crawler_it_was_built_with():
+def test_a_worker_builds_one_engine_with_the_cluster_strategies_and_writes_the_batches_it_hands_over():
+    from types import SimpleNamespace
+
+    from courtly.config import Config
     from courtly.runtime.crawler import Crawler
     from courtly.runtime.worker import Worker
+    from clock_support import ManualClock
 
     assert not issubclass(Worker, Crawler)
-    assert "engine" in inspect.signature(Worker.__init__).parameters or "Crawler(" in inspect.getsource(Worker)
+    w = Worker(Config(), clock=ManualClock(1_700_000_000.0), resolver=None, fetcher=None,
+               warc=SimpleNamespace(flush=lambda: None), store=SimpleNamespace(partitions=8), extractor=None,
+               worker_id="w1")
+    assert isinstance(w.engine, Crawler)
+    assert (w.engine.tenancy, w.engine.sending) == (w.parts, w.slots)
+    assert w.engine.admission.admit("https://a.example/", via=None, band=1, depth=0, now=1_700_000_000.0)
+    assert len(w.engine.frontier) == 0          # routed to its partition's owner, not queued here
+    w.engine.commit()                            # the engine's commit hands the batch to the worker
+    assert len(w.engine.batch) == 0 and w.wstats.batches == 0
+    (_bid, batch), = w._pending
+    assert [row[0] for row in batch.new_urls] == ["https://a.example/"]

@@ -15,7 +15,7 @@ from courtly.config import Config
 from courtly.core.types import UrlItem
 from courtly.runtime.crawler import Crawler
 from courtly.runtime.distribution import Deployment, OwnsEverything, Tenure
-from courtly.runtime.worker import Partitions, WorkerStats
+from courtly.runtime.partitions import Partitions, WorkerStats
 from courtly.shell.store.sqlite import SqliteStore
 from clock_support import ManualClock
 
