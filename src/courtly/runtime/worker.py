@@ -36,11 +36,13 @@ it is built. Only ownership and state move:
   are kept (routing is not fenced) and the batch is tried again. When the
   store is unreachable batches wait in memory and are retried with the same
   `batch_id` (applied once); fetching goes on only while the leases last.
-* **Takedowns.** Every commit first takes up the purges recorded since the
-  last one (`courtly purge --db`, table `purges`): from then on nothing in
-  their scope is requested by this worker (runtime/takedown), and once the
-  batch is written the rows in scope are marked purged again. So a purge
-  stops every worker within one commit interval.
+* **Takedowns and complaints.** Every commit first takes up the purges
+  recorded since the last one (`courtly purge`, table `purges`): from then on
+  nothing in their scope is requested by this worker (runtime/takedown), and
+  once the batch is written the rows in scope are marked purged again. The
+  open abuse complaints are read too (`courtly abuse`): their keys are slowed
+  (runtime/slowdown). So both hold on every worker within one commit
+  interval.
 * **Stopping.** `stop()` (SIGTERM): no new requests, in-flight ones finish,
   everything is committed, the partitions are released and the worker
   deregisters. With `exit_when_done` the worker stops by itself once the
@@ -308,17 +310,20 @@ class Worker:
                 pass
             self._commit_now.clear()
             try:
-                await self._take_up_purges()
+                await self.take_up_shared()
             except StoreUnavailableError:
                 self.wstats.store_errors += 1
             await self.flush()
 
-    async def _take_up_purges(self) -> None:
-        """Purges recorded since the last poll (`courtly purge --db`) are in force
-        from here on: nothing in their scope is requested (runtime/takedown),
-        so every worker stops fetching it within one commit interval."""
-        takedowns = self.engine.takedowns
-        takedowns.take_up(await self.pg.purges(takedowns.last_id), self.clock.now())
+    async def take_up_shared(self) -> None:
+        """What every worker takes up at each commit, so that it holds across the
+        cluster within one commit interval: purges recorded since the last poll
+        (`courtly purge`; nothing in their scope is requested from here on,
+        runtime/takedown) and the open abuse complaints (`courtly abuse`; their
+        keys are slowed, runtime/slowdown)."""
+        e, now = self.engine, self.clock.now()
+        e.takedowns.take_up(await self.pg.purges(e.takedowns.last_id), now)
+        e.complaints.take_up(await self.pg.complaints(open_only=True), now)
 
     async def flush(self) -> bool:
         """Write every pending batch in order. False when the store is away."""

@@ -1,11 +1,13 @@
-"""Takedowns in PostgreSQL until `PostgresStore` has them itself (stop-gap of h16w).
+"""Takedowns and abuse complaints in PostgreSQL until `PostgresStore` has them (stop-gap of h16w).
 
-What it owns: `PurgeSeat`, a `PostgresStore` with the three purge methods of
-`SqliteStore` -- `add_purge(purge, at)`, `purges(after_id)` and
-`apply_purges(purges, applied_at)`, same names, signatures and answers, async
--- for the distributed worker (runtime/worker.py) to take purges up at every
-commit. The `purges` table has SqliteStore's columns (id, scope, value,
-reason, at, applied_at); it is made here if the schema has none.
+What it owns: `PurgeSeat`, a `PostgresStore` with the purge and complaint
+methods of `SqliteStore` -- `add_purge(purge, at)`, `purges(after_id)`,
+`apply_purges(purges, applied_at)`, `add_complaint(host, key, contact, note,
+at)`, `resolve_complaint(id, at)` and `complaints(open_only=)`, same names,
+signatures and answers, async -- for the distributed worker
+(runtime/worker.py) to take them up at every commit. The tables `purges` and
+`abuse_complaints` have SqliteStore's columns; they are made here if the
+schema has none.
 
 How it works: `with_purges(store)` returns `store` itself when it has
 `purges` (the store's own implementation wins), else a `PurgeSeat` around it
@@ -27,21 +29,24 @@ from courtly.core.purge import Purge, PurgeList, Scope
 __all__ = ["PurgeSeat", "with_purges"]
 
 _LOCK_ID = 0x636F75727477   # serialises the table's creation ("courtw")
-_TABLE = """CREATE TABLE IF NOT EXISTS purges (
+_TABLES = ("""CREATE TABLE IF NOT EXISTS purges (
     id bigserial PRIMARY KEY, scope text NOT NULL, value text NOT NULL, reason text NOT NULL,
-    at double precision NOT NULL, applied_at double precision)"""
+    at double precision NOT NULL, applied_at double precision)""", """CREATE TABLE IF NOT EXISTS abuse_complaints (
+    id bigserial PRIMARY KEY, host text NOT NULL, key text NOT NULL, contact text NOT NULL,
+    note text NOT NULL, recorded_at double precision NOT NULL, resolved_at double precision)""")
 
 
 async def with_purges(store: Any) -> Any:
-    """`store` with `add_purge`, `purges` and `apply_purges` (see the module doc)."""
-    if hasattr(store, "purges"):
+    """`store` with the purge and complaint methods (see the module doc)."""
+    if hasattr(store, "purges") and hasattr(store, "complaints"):
         return store
     seat = PurgeSeat(store)
     async with store._conn() as conn:     # a table, made once per database
         async with conn.transaction():
             # workers start together: IF NOT EXISTS alone races on the catalog
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_ID)
-            await conn.execute(_TABLE)
+            for table in _TABLES:
+                await conn.execute(table)
     return seat
 
 
@@ -82,6 +87,25 @@ class PurgeSeat:
                                            applied_at, p.id)
         self._store.statements += 1
         return total
+
+    async def add_complaint(self, host: str, key: str, contact: str, note: str, at: float) -> int:
+        """Record an open complaint; returns its id."""
+        return await self._store._one("fetchval", "INSERT INTO abuse_complaints (host, key, contact, note,"
+                                      " recorded_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                                      host, key, contact, note, at)
+
+    async def resolve_complaint(self, complaint_id: int, at: float) -> bool:
+        """Close an open complaint; False if there is no open one of that id."""
+        status = await self._store._one("execute", "UPDATE abuse_complaints SET resolved_at = $1"
+                                        " WHERE id = $2 AND resolved_at IS NULL", at, complaint_id)
+        return status.split()[-1] == "1"
+
+    async def complaints(self, *, open_only: bool = False) -> list[tuple]:
+        """(id, host, key, contact, note, recorded_at, resolved_at), oldest first."""
+        where = " WHERE resolved_at IS NULL" if open_only else ""
+        rows = await self._store._one("fetch", "SELECT id, host, key, contact, note, recorded_at, resolved_at"
+                                      f" FROM abuse_complaints{where} ORDER BY id")
+        return [tuple(r) for r in rows]
 
 
 async def _mark(conn, purge: Purge) -> dict[str, int]:
