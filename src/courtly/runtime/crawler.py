@@ -475,9 +475,9 @@ class Crawler:
     async def _run_lease(self, lease: Lease) -> None:
         key = lease.key
         tenure = self.tenancy.tenure(key)    # every request of the batch is sent under it
-        self.tenancy.begin(key)
         remaining = self.consumers.order(key, list(lease.items))
         lost = False
+        self.tenancy.begin(key)
         try:
             while remaining and not self._stopping:
                 left = self.budget_left()

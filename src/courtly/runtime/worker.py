@@ -79,7 +79,8 @@ SWEEP_S = 5.0             # the quiet-time inbox check runs at most this often
 
 class _Unshared:
     """The engine's synchronous store seat: a worker has none (it writes
-    through the async store in `flush`); purges are not in the shared store."""
+    through the async store in `flush` and hands the engine the purges and
+    complaints it reads there, `take_up_shared`)."""
 
     def has_url(self, url: str) -> bool:
         return False
