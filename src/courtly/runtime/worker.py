@@ -408,8 +408,9 @@ class Worker:
 
     def _loop_ended(self, t: asyncio.Task) -> None:
         """The lease or claim loop ended on its own: a bug; stop loudly."""
-        if not t.cancelled() and t.exception() is not None:
-            self.engine.fail(t.exception())
+        error = None if t.cancelled() else t.exception()
+        if error is not None:
+            self.engine.fail(error)
 
     async def _final_flush(self) -> None:
         deadline = self.clock.now() + FINAL_FLUSH_S
