@@ -58,7 +58,7 @@ def fetch(c: Crawler, *urls: str) -> None:
         for url in urls:
             host = split_origin(url).host
             key = politeness_key(host, c.cfg.crawl.politeness_key)
-            await c.request(url, key, f"10.0.0.{1 + sum(map(ord, host)) % 250}", None, {})
+            await c.requests.request(url, key, f"10.0.0.{1 + sum(map(ord, host)) % 250}", None, {})
 
     asyncio.run(go())
 

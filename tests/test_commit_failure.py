@@ -15,6 +15,7 @@ import asyncio
 import pytest
 
 from courtly.runtime.crawler import Crawler
+from courtly.runtime.distribution import Deployment, OwnsEverything
 from courtly.shell.store.sqlite import SqliteStore
 from test_overflow import HOSTS, _Clock, _config, _Extractor, _Fetcher, _Resolver, _Warc, _web
 
@@ -34,9 +35,8 @@ class _BrokenStore(SqliteStore):
         return super().apply(batch, **kw)
 
 
-class _Waiting(Crawler):
-    def _idle(self) -> bool:
-        return False     # like a distributed worker: wait for more work, stop only when told
+class _Endless(OwnsEverything):
+    endless = True     # like a distributed worker: wait for more work, stop only when told
 
 
 def test_a_failing_committer_stops_the_crawl_with_its_error(tmp_path):
@@ -44,8 +44,9 @@ def test_a_failing_committer_stops_the_crawl_with_its_error(tmp_path):
     ref: list = []
     fetcher = _Fetcher(web, ref)
     store = _BrokenStore(tmp_path / "crawl.db")
-    c = _Waiting(_config(memory_max=10_000, key_memory_max=1_000), clock=_Clock(), resolver=_Resolver(),
-                 fetcher=fetcher, warc=_Warc(), store=store, extractor=_Extractor(web))
+    c = Crawler(_config(memory_max=10_000, key_memory_max=1_000), clock=_Clock(), resolver=_Resolver(),
+                fetcher=fetcher, warc=_Warc(), store=store, extractor=_Extractor(web),
+                deployment=Deployment(tenancy=_Endless()))
     ref.append(c)
     c.load()
     c.add_seeds([f"https://{h}/" for h in HOSTS])

@@ -81,7 +81,7 @@ def _shell_crawler(tmp_path, *, share_max: float, burst: int, web=None, renderer
     c.extractor = _ShellExtractor(web)
     c.warc = _Warc()
     renderer = renderer or _Renderer()
-    c.renders = PageRenders(c, renderer, cfg)
+    c.use_renders(PageRenders(c, renderer, cfg))
     return c, fetcher, renderer, web
 
 

@@ -20,7 +20,8 @@ T0 = 1_700_000_000.0
 # collaborator module -> the protocol its constructor or function receives
 HOSTS = {"admission": roles.AdmissionHost, "bloom": roles.BloomHost, "consumers": roles.ConsumersHost,
          "overflow": roles.OverflowHost, "refusal": roles.RefusalHost, "results": roles.ResultsHost,
-         "seeds": roles.SeedsHost, "slowdown": roles.SlowdownHost, "takedown": roles.TakedownHost}
+         "requests": roles.RequestsHost, "seeds": roles.SeedsHost, "slowdown": roles.SlowdownHost,
+         "takedown": roles.TakedownHost}
 
 
 def _members(proto: type) -> set[str]:

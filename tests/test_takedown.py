@@ -84,8 +84,8 @@ def test_a_url_purged_while_it_waited_for_its_slot_is_never_requested(tmp_path):
 
     async def go():
         with pytest.raises(PurgedNow):
-            await c.request("https://a.example/private/1", "a.example", "10.0.0.1", None, {})
-        await c.request("https://a.example/public", "a.example", "10.0.0.1", None, {})
+            await c.requests.request("https://a.example/private/1", "a.example", "10.0.0.1", None, {})
+        await c.requests.request("https://a.example/public", "a.example", "10.0.0.1", None, {})
 
     asyncio.run(go())
     assert c.fetcher.urls == ["https://a.example/public"]

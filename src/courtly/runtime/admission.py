@@ -40,8 +40,13 @@ NORMALIZED_MAX = 50_000   # raw link -> normalised form, for links that repeat (
 
 
 class Admission:
-    def __init__(self, crawler: "AdmissionHost") -> None:
+    def __init__(self, crawler: "AdmissionHost", *, routes: bool = False) -> None:
+        """`routes`: a distributed worker's; a new URL is not queued here but
+        goes to the store (the batch's `new_urls`) and reaches the owner of its
+        partition through the inbox. The exact seen test is then the store's
+        primary key; the Bloom filter and the recent set skip repeats."""
         self.c = crawler
+        self._routes = routes
         self._pending: set[str] = set()     # admitted since the last commit
         # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat
         # their navigation links, so most duplicates are recent ones and skip
@@ -88,6 +93,8 @@ class Admission:
             return False
         if url in self._pending or url in self._recent:
             return True
+        if self._routes:
+            return False    # the shared store's insert settles it (runtime/worker)
         if self.c.store.has_url(url):
             self._recent[url] = None
             return True
@@ -169,6 +176,8 @@ class Admission:
     def enqueue(self, item: UrlItem, now: float) -> bool:
         """Queue a newly admitted URL (a distributed worker routes it instead);
         it is in the batch as a queued record, so it may wait in the store."""
+        if self._routes:
+            return True
         return self.c.queue(item, now, stored=True)
 
     def normalize(self, raw: str) -> str:

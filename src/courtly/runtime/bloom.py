@@ -59,7 +59,7 @@ class BloomWatch:
         started, old, fill = c.clock.now(), seen.capacity, seen.fill_ratio
         new = seen.resized(capacity)
         new.update(c.store.iter_urls())
-        c.seen = new
+        c.swap_seen(new)
         self.resizes += 1
         log.warning("[%s] URL-seen Bloom filter past its fill alarm (%.2f > %.2f): rebuilt from the store "
                     "with capacity %d (was %d) in %.1f s", c.crawl_id, fill, seen.fill_alarm, new.capacity,

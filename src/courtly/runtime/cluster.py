@@ -126,7 +126,7 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
                 on_start(worker)
             if status is not None:
                 local = None if "://" in out else Path(out)
-                servers.append(status_server(worker, status, out=local))
+                servers.append(status_server(worker.engine, status, out=local))
                 await start_servers(servers)()
             stats = await worker.run()
             if worker.fatal is not None:

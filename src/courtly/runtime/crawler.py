@@ -2,7 +2,10 @@
 
 Theory of operation
 -------------------
-One `Crawler` owns every partition (single machine). Its main loop expires
+One `Crawler` is the engine of both deployments: on a single machine it owns
+every key; a distributed worker (runtime/worker.py) builds it with the
+cluster's strategies (runtime/distribution.py: who owns which key, the per-IP
+slot shared by the cluster, who writes the batches). Its main loop expires
 overdue leases, hands ready host batches (leases) to fetch tasks up to
 `crawl.fetch_tasks`, and otherwise sleeps until `frontier.next_wakeup()` or
 until something changes (a task ends, URLs are queued). Nothing polls.
@@ -37,7 +40,6 @@ import dataclasses
 import logging
 import random
 import uuid
-from dataclasses import dataclass, field
 from typing import Iterable
 
 from courtly.config import Config
@@ -59,9 +61,11 @@ from courtly.core.urls import (
 from courtly.runtime.admission import Admission
 from courtly.runtime.bloom import BloomWatch
 from courtly.runtime.consumers import Consumers
+from courtly.runtime.crawlstats import CrawlStats
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
+from courtly.runtime.distribution import Deployment, Tenure
 from courtly.runtime.dns_ahead import DnsAhead
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
@@ -89,28 +93,17 @@ HINT_BAND = 5          # canonical / alternate / pagination links
 LEASE_HOLD_S = 0.05
 
 
-@dataclass(slots=True)
-class CrawlStats:
-    started_at: float = 0.0
-    fetched: int = 0             # pages with a response (any status)
-    robots_fetched: int = 0
-    probes_fetched: int = 0      # soft-404 probes with a response or a network error
-    errors: int = 0              # network errors and failures
-    bytes: int = 0
-    decisions: int = 0
-    duplicates: int = 0          # links to already-seen URLs
-    retries: int = 0
-    extract_failed: int = 0
-    in_flight: int = 0
-    status: dict[int, int] = field(default_factory=dict)
-    by_reason: dict[str, int] = field(default_factory=dict)   # discovery | recrawl | feed
-    stopped_by: str = ""         # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
-    seeds_refused: int = 0       # seed-stage decisions of this run (runtime/refusal)
-    host_failures: dict[str, int] = field(default_factory=dict)   # by core.health.FailureKind
+class Crawler:
+    """The crawl engine. `deployment` (runtime/distribution.py): who owns which
+    key, the per-IP limits beyond this process and who writes the batches;
+    one machine by default, a distributed worker's are runtime/worker.py's."""
 
-
-class Crawler(LeaseRequests):
-    def __init__(self, cfg: Config, *, clock, resolver, fetcher, warc, store, extractor) -> None:
+    def __init__(self, cfg: Config, *, clock, resolver, fetcher, warc, store, extractor,
+                 deployment: Deployment | None = None) -> None:
+        deployment = deployment or Deployment()
+        self.tenancy = deployment.tenancy
+        self.sending = deployment.sending
+        self._seat = deployment.commits     # None: this engine writes its own store
         self.cfg = cfg
         self.clock = clock
         self.resolver = resolver
@@ -141,7 +134,7 @@ class Crawler(LeaseRequests):
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
         self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
         self.rules = rules_of(cfg)   # recorded by the crawl folder (runtime/normalization)
-        self.admission = Admission(self)
+        self.admission = Admission(self, routes=self.tenancy.routes)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
         # the watch list (intent monitor); wiring attaches its store
@@ -155,7 +148,7 @@ class Crawler(LeaseRequests):
         self.dns_ahead = DnsAhead(resolver)
         self.bans = BanWatch(BanConfig(run_403=p.ban_403_run, run_same_body=p.ban_same_body_run))
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
-        self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
+        self.requests = LeaseRequests(self)
         self._budget_saved_at = 0.0
         self.stats = CrawlStats()
         self.batch = Batch()
@@ -170,8 +163,6 @@ class Crawler(LeaseRequests):
         self.on_seed_refused = None
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
-        self._key_locks: dict[str, asyncio.Lock] = {}
-        self._ip_waiters: dict[str, asyncio.Event] = {}
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
         self._wake = Wakeup()
         self._stopping = False
@@ -220,8 +211,12 @@ class Crawler(LeaseRequests):
             self.store.apply(Batch(meta={"crawl_id": crawl_id}))
         self.crawl_id = crawl_id
 
+    def name_crawl(self, crawl_id: str) -> None:
+        """The crawl's id, when it comes from elsewhere (a distributed crawl's store)."""
+        self.crawl_id = crawl_id
+
     def in_flight_urls(self) -> list[str]:
-        return list(self._in_flight)
+        return self.requests.in_flight_urls()
 
     def add_seeds(self, seeds: Iterable[str]) -> int:
         """Admit `seeds` at once (a short list; runtime/seeds.feed_seeds streams a long one)."""
@@ -238,8 +233,7 @@ class Crawler(LeaseRequests):
         self._stopping = True
         for pause in list(self._pauses):
             pause.cancel()
-        for ev in self._ip_waiters.values():
-            ev.set()
+        self.requests.stop()
         self._wake.set()
 
     def abort(self) -> None:
@@ -348,6 +342,10 @@ class Crawler(LeaseRequests):
                 self.recrawl.released(url, now)
                 continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
+            if not self.tenancy.owns(key):   # its partition moved on: the new owner plans it
+                self.recrawl.released(url, now)
+                self.recrawl.scheduler.remove(url)
+                continue
             self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
 
     def _queue_checks(self, now: float) -> None:
@@ -371,6 +369,11 @@ class Crawler(LeaseRequests):
         self._processing.add(t)
         t.add_done_callback(self._task_done)
 
+    def fail(self, error: BaseException) -> None:
+        """A bug beside the crawl (a worker's lease or claim loop): stop loudly with it."""
+        self._fatal = error
+        self.stop()
+
     @property
     def fatal(self) -> BaseException | None:
         """The bug that stopped the crawl, if one did (the command raises it)."""
@@ -386,11 +389,17 @@ class Crawler(LeaseRequests):
         self._wake.set()
 
     async def _commit_loop(self) -> None:
+        if self._seat is not None:
+            await self._seat.loop()
+            return
         while True:
             await asyncio.sleep(self.cfg.store.commit_interval_s)
             self.commit()
 
     def commit(self, *, final: bool = False) -> None:
+        if self._seat is not None:   # a distributed worker writes the batches (runtime/worker)
+            self._seat.commit(final=final)
+            return
         now = self.clock.now()
         self.takedowns.poll(now)     # new purges take effect before this batch is written
         self.complaints.poll(now)    # and new abuse complaints slow their keys
@@ -417,9 +426,15 @@ class Crawler(LeaseRequests):
     def queue(self, item: UrlItem, now: float, *, stored: bool = False) -> bool:
         """Queue `item`. `stored`: it is a queued record in the store or the
         current batch, so it may wait there when memory is full (runtime/overflow)."""
+        hold = self.tenancy.take(item.key, now)
+        if hold is None:
+            return True    # another worker's key: still queued in the store for its owner
+        if hold > now and not self.politeness.key(item.key).fetches:
+            self.politeness.hold_key_until(item.key, hold)    # a take-over: the last owner's requests
         for o in self.observers:
             o.on_queued(item.url, now)
-        if stored and self.overflow.keep_out(item):
+        # a worker's memory is bounded by its inbox claims: only one machine's URLs wait in its store
+        if stored and not self.tenancy.routes and self.overflow.keep_out(item):
             self._wake.set()
             return True
         # the ready instant matters for a key new to the frontier only (most
@@ -459,8 +474,10 @@ class Crawler(LeaseRequests):
 
     async def _run_lease(self, lease: Lease) -> None:
         key = lease.key
+        tenure = self.tenancy.tenure(key)    # every request of the batch is sent under it
         remaining = self.consumers.order(key, list(lease.items))
         lost = False
+        self.tenancy.begin(key)
         try:
             while remaining and not self._stopping:
                 left = self.budget_left()
@@ -469,7 +486,7 @@ class Crawler(LeaseRequests):
                 item = remaining[0]
                 self._reserved += 1   # hold a page of the budget across the awaits below
                 try:
-                    outcome = await self._serve(item, lease)
+                    outcome = await self._serve(item, lease, tenure)
                 finally:
                     self._reserved -= 1
                 if outcome == "lost":
@@ -484,9 +501,10 @@ class Crawler(LeaseRequests):
                 ready_at = max(self.politeness.ready_at(key, now), self._hold.pop(key, 0.0))
                 self.frontier.complete(lease.lease_id, ready_at, remaining)
                 self.batch.hosts[key] = self.politeness.key(key).snapshot()
+            self.tenancy.end(key)
             self._wake.set()
 
-    async def _serve(self, item: UrlItem, lease: Lease) -> str:
+    async def _serve(self, item: UrlItem, lease: Lease, tenure: Tenure) -> str:
         """Fetch one URL of the lease. Returns 'done', 'retry-later' or 'lost'."""
         now = self.clock.now()
         purge = self.takedowns.match(item.url)
@@ -514,7 +532,7 @@ class Crawler(LeaseRequests):
                         self.politeness.delay_s_min(item.key, now), item.key, ip)
         view = self.robots.lookup(origin_s, now)
         if view.state is RobotsState.NEED_FETCH:
-            if not await self.fetch_robots(origin_s, item.key, lease):
+            if not await self.requests.fetch_robots(origin_s, item.key, lease, tenure):
                 return "lost"
             view = self.robots.lookup(origin_s, self.clock.now())
         if view.state is not RobotsState.READY:
@@ -540,7 +558,7 @@ class Crawler(LeaseRequests):
         if self._turn_far_off(item.key):
             return "retry-later"
         if self.budget.probe_before(origin_s, item.url, now):
-            if not await self._probe_soft404(origin_s, rules, item.key, ip, lease):
+            if not await self.requests.probe_soft404(origin_s, rules, item.key, ip, lease, tenure):
                 return "lost"
             if self._turn_far_off(item.key):
                 return "retry-later"
@@ -550,7 +568,7 @@ class Crawler(LeaseRequests):
             return "done"
         headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
         try:
-            result = await self.request(item.url, item.key, ip, lease, headers)
+            result = await self.requests.request(item.url, item.key, ip, lease, headers, tenure)
         except PurgedNow as e:    # purged while it waited for its slot
             self.takedowns.decide(item.url, item.key, item.via, e.purge, self.clock.now(), item.depth)
             return "done"
@@ -573,11 +591,38 @@ class Crawler(LeaseRequests):
         now = self.clock.now()
         return self.politeness.ready_at(key, now) > now + LEASE_HOLD_S
 
-    # ---- hooks (runtime/worker.py: the distributed worker) -----------------------
-
     def _idle(self) -> bool:
         """Nothing left to do: the run ends (a worker waits for more instead)."""
+        if self.tenancy.endless:
+            return False
         return len(self.frontier) == 0 and not self.overflow and not self.recrawl.enabled
+
+    # ---- for the deployment (runtime/worker.py: the distributed worker) ---------
+
+    def quiet(self) -> bool:
+        """Nothing queued, in flight or unwritten in this engine."""
+        return not (self._tasks or self._processing or len(self.frontier) or len(self.batch))
+
+    def take_batch(self) -> Batch:
+        """The batch so far, handed to the deployment's writer; a new one starts."""
+        batch, self.batch = self.batch, Batch()
+        return batch
+
+    def rewrite_batch(self, rewrite) -> None:
+        """Replace the batch not yet taken by `rewrite(batch)` (rows of a lost partition dropped)."""
+        self.batch = rewrite(self.batch)
+
+    def swap_seen(self, seen: SeenFilter) -> None:
+        """A rebuilt URL-seen filter (runtime/bloom) replaces the full one."""
+        self.seen = seen
+
+    def use_renders(self, renders) -> None:
+        """Page rendering (runtime/render.PageRenders), set up by the composition root."""
+        self.renders = renders
+
+    def tell_seed_refusals(self, on_seed_refused) -> None:
+        """Who hears of each seed-stage decision (runtime/refusal)."""
+        self.on_seed_refused = on_seed_refused
 
 _WAITING = (Health.PARKED, Health.PAUSED, Health.DOWN)
 

@@ -270,7 +270,7 @@ class SubrequestGate:
         if not await self._wait_for_turn(key, ip, deadline_at):
             return self._refuse(url, RenderRefusal.STOPPING if c.stopping else RenderRefusal.DEADLINE)
         try:
-            result = await c.request(url, key, ip, None, {})
+            result = await c.requests.request(url, key, ip, None, {})
         except PurgedNow:
             return self._refuse(url, str(Reason.PURGED))
         if result is None:
@@ -288,7 +288,7 @@ class SubrequestGate:
         origin = origin_text_of_normalized(url)
         view = c.robots.lookup(origin, c.clock.now())
         if view.state is RobotsState.NEED_FETCH:
-            if not await c.fetch_robots(origin, key, None):
+            if not await c.requests.fetch_robots(origin, key, None):
                 return RenderRefusal.STOPPING
             view = c.robots.lookup(origin, c.clock.now())
         if view.state is not RobotsState.READY:

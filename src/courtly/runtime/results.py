@@ -254,6 +254,15 @@ class Results:
         c.admission.admit_many(unknown, via=item.url, band=3, depth=item.depth + 1, now=now)
 
     async def extract(self, item: UrlItem, result, record_id: str = "") -> None:
+        """Extract the page's links (the key's work until then: it writes later)."""
+        c = self.c
+        c.tenancy.begin(item.key)
+        try:
+            await self._extract(item, result, record_id)
+        finally:
+            c.tenancy.end(item.key)
+
+    async def _extract(self, item: UrlItem, result, record_id: str = "") -> None:
         c = self.c
         ctype = result.headers.get("content-type", "") if result.headers else ""
         xrt = result.headers.get("x-robots-tag", "") if result.headers else ""

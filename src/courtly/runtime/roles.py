@@ -29,12 +29,14 @@ from courtly.core.politeness import Politeness
 from courtly.core.seen import SeenFilter
 from courtly.core.types import Reason, UrlItem
 from courtly.ports import Batch, Clock, Extractor, WarcSink
+from courtly.core.robots import RobotsBook
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.distribution import SendPolicy, Tenancy
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.recrawl import Recrawl
 
-__all__ = ["AdmissionHost", "BloomHost", "ConsumersHost", "OverflowHost", "RefusalHost", "ResultsHost",
-           "SeedsHost", "SlowdownHost", "TakedownHost", "Admits", "Extracting", "PurgeMatch"]
+__all__ = ["AdmissionHost", "BloomHost", "ConsumersHost", "OverflowHost", "RefusalHost", "RequestsHost",
+           "ResultsHost", "SeedsHost", "SlowdownHost", "TakedownHost", "Admits", "Extracting", "PurgeMatch"]
 
 
 # ---- the crawler's collaborators, as the others see them ----------------------------------------
@@ -51,6 +53,12 @@ class Admits(Protocol):
     def admit_links(self, page: Any, item: UrlItem, now: float, *, low_value: bool = False) -> None: ...
     def normalize(self, raw: str) -> str: ...
     def normalized(self, urls: Iterable[str]) -> list[str]: ...
+
+
+class Archives(Protocol):
+    """runtime/results.Results, as the request path uses it: archive an exchange."""
+
+    def archive(self, url: str, result: Any, *, kind: str, meta: dict[str, str]) -> str: ...
 
 
 class Extracting(Protocol):
@@ -98,6 +106,8 @@ class BloomHost(Protocol):
     seen: SeenFilter
     store: Any
 
+    def swap_seen(self, seen: SeenFilter) -> None: ...
+
 
 class ConsumersHost(_Queues, Protocol):
     cfg: Config
@@ -125,6 +135,33 @@ class RefusalHost(_Queues, Protocol):
     admission: Admits
 
 
+class RequestsHost(Protocol):
+    cfg: Config
+    clock: Clock
+    token: str
+    rules: NormalizeRules
+    resolver: Any
+    fetcher: Any
+    frontier: Frontier
+    politeness: Politeness
+    robots: RobotsBook
+    bans: BanWatch
+    budget: BudgetDefence
+    batch: Batch
+    stats: Any
+    observers: list
+    admission: Admits
+    results: Archives
+    takedowns: PurgeMatch
+    tenancy: Tenancy
+    sending: SendPolicy
+
+    @property
+    def stopping(self) -> bool: ...
+    async def pause_until(self, at: float) -> None: ...
+    def commit(self, *, final: bool = False) -> None: ...
+
+
 class ResultsHost(_Queues, _Decides, Protocol):
     cfg: Config
     clock: Clock
@@ -142,6 +179,7 @@ class ResultsHost(_Queues, _Decides, Protocol):
     recrawl: Recrawl
     monitor: Monitor
     takedowns: PurgeMatch
+    tenancy: Tenancy
     renders: Any      # runtime/render.PageRenders, or None
 
     def track(self, t: Any) -> None: ...

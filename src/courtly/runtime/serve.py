@@ -59,6 +59,10 @@ class FolderSource:
         self._now = now
         self._cache: dict[str, tuple[float, Any]] = {}
 
+    def replay_with(self, base: str) -> None:
+        """Link pages to the replay at `base` (pywb, started after the folder was checked)."""
+        self.replay_base = base
+
     def close(self) -> None:
         self.view.close()
 
@@ -168,7 +172,7 @@ async def _serve(out: Path, listen: tuple[str, int], replay: bool, say: Callable
     with contextlib.ExitStack() as stack:
         if replay:
             pywb = stack.enter_context(PywbReplay(out / "warc", host=listen[0]))
-            source.replay_base = pywb.collection_url
+            source.replay_with(pywb.collection_url)
             say(f"pywb replays {pywb.files} WARC file(s) at {pywb.collection_url}/")
         server = StatusServer(source, listen[0], listen[1])
         try:

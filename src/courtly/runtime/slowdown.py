@@ -9,8 +9,9 @@ complaint was resolved gets its ordinary delay back. Both are logged
 (`abuse_slowdown`, `abuse_lifted`) and the key's state is written with that
 commit's batch, so the slowed delay is in the store's `hosts` table.
 
-Rules: no shell imports (the store is the crawler's port, and a store without
-complaints, PostgreSQL, is skipped); `now` from the crawler's clock.
+Rules: no shell imports (the store is the crawler's port; a distributed
+worker reads the complaints from its async store and hands them to
+`take_up`); `now` from the crawler's clock.
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ class Complaints:
         """Slow the keys of complaints opened since the last poll, lift those
         whose last complaint was resolved (one query on a small table)."""
         reader = getattr(self.c.store, "complaints", None)
-        if reader is None:   # a store without complaints (distributed mode)
+        if reader is None:   # a store without complaints (a worker reads them itself: runtime/worker)
             return
+        self.take_up(reader(open_only=True), now)
+
+    def take_up(self, rows, now: float) -> None:
+        """The open complaints now, (id, host, ...) rows: slow the keys new to
+        the list, lift those no longer on it."""
         mode = self.c.cfg.crawl.politeness_key
         wanted: dict[str, list[int]] = {}
-        for cid, host, *_rest in reader(open_only=True):
+        for cid, host, *_rest in rows:
             wanted.setdefault(politeness_key(host, mode), []).append(cid)
         pol, a = self.c.politeness, self.c.cfg.abuse
         for key, ids in wanted.items():

@@ -66,40 +66,59 @@ class Takedowns:
 
     def load(self, now: float) -> None:
         """At start: take every purge; re-apply to the store those no crawl took up."""
-        rows = self._rows()
-        if not rows:
-            return
-        self.list = self.list.with_purges(_purge(r) for r in rows)
-        self._last_id = self.list.last_id
-        pending = [_purge(r) for r in rows if r[5] is None]
-        if pending:
-            self._fresh = (pending, now, True, [])
-            self.settle()
+        self.take_up(self._rows(), now, at_start=True)
+        self.settle()
 
     def poll(self, now: float) -> None:
         """Take up purges recorded since the last poll (one indexed query). From
         here on nothing in their scope is requested; `settle` (after this
         commit's batch is written) marks the store and logs the interval."""
-        rows = self._rows()
+        self.take_up(self._rows(), now)
+
+    @property
+    def last_id(self) -> int:
+        """The id of the last purge taken up (a worker polls its store after it)."""
+        return self._last_id
+
+    def take_up(self, rows: list[tuple], now: float, *, at_start: bool = False) -> None:
+        """Purge rows (id, scope, value, reason, at, applied_at) read from the
+        store: in force at once. At start, those some crawl applied already
+        need no settling. Purges taken up and not yet settled stay to settle."""
         if not rows:
             return
         purges = [_purge(r) for r in rows]
         self.list = self.list.with_purges(purges)
         self._last_id = self.list.last_id
+        if at_start:
+            purges = [_purge(r) for r in rows if r[5] is None]
+            if not purges:
+                return
         fresh = PurgeList(tuple(purges))
-        in_flight = sorted(u for u in self.c.in_flight_urls() if fresh.match(u))
-        self._fresh = (purges, now, False, in_flight)
+        in_flight = [] if at_start else sorted(u for u in self.c.in_flight_urls() if fresh.match(u))
+        if self._fresh is not None:    # not settled yet (a worker's store was away): settle both
+            old, at, old_start, old_flight = self._fresh
+            purges, now, at_start, in_flight = old + purges, at, old_start and at_start, old_flight + in_flight
+        self._fresh = (purges, now, at_start, in_flight)
 
     def settle(self) -> None:
         """Mark again the store rows in scope of the purges just taken up (the
         crawl may have written some after `courtly purge` marked them), store
         their applied_at, and log each one with its time to effect."""
+        due = self.to_settle()
+        if due is not None:
+            self.settled(self.c.store.apply_purges(*due))
+
+    def to_settle(self) -> tuple[list[Purge], float] | None:
+        """The purges taken up and not settled yet, and when they were taken up."""
+        return None if self._fresh is None else (self._fresh[0], self._fresh[1])
+
+    def settled(self, marked: dict[str, int]) -> None:
+        """The store marked the rows of `to_settle()`'s purges (`marked`: counts): log them."""
         if self._fresh is None:
             return
         purges, at, at_start, in_flight = self._fresh
         self._fresh = None
         c = self.c
-        marked = c.store.apply_purges(purges, at)
         for p in purges:
             effect_s = max(0.0, at - p.at)
             entry = {"purge_id": p.id, "scope": str(p.scope), "value": p.value, "purge_reason": p.reason,

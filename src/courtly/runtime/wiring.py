@@ -296,8 +296,8 @@ async def run_crawl(
     crawler = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc,
                       store=store, extractor=extractor)
     if cfg.render.enabled:
-        crawler.renders = page_renders(cfg, crawler, ChromiumRenderer.from_config(
-            cfg.render, clock=clock, user_agent=cfg.crawl.agent()))
+        crawler.use_renders(page_renders(cfg, crawler, ChromiumRenderer.from_config(
+            cfg.render, clock=clock, user_agent=cfg.crawl.agent())))
     monitor = _attach_monitor(crawler, out, clock) if cfg.crawl.intent == "monitor" else None
     consumer_store = None
     if cfg.consumers:   # runtime/consumers: submissions, streams, chargeback
@@ -312,7 +312,7 @@ async def run_crawl(
             from courtly.runtime.seeds import feed_seeds
 
             crawler.load()
-            crawler.on_seed_refused = refusal.SeedRefusals(cfg.crawl.scope, crawler.crawl_id, crawler.stats)
+            crawler.tell_seed_refusals(refusal.SeedRefusals(cfg.crawl.scope, crawler.crawl_id, crawler.stats))
             await feed_seeds(crawler, seeds)
             refusal.reconsider(crawler, refusal.settings_of(cfg, resolve_overrides(cfg)), clock.now())
             if on_start is not None:

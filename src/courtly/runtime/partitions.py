@@ -1,0 +1,217 @@
+"""The cluster's strategies for the crawl engine: whose keys, and the shared per-IP slot.
+
+What it owns: `WorkerStats` (a worker's counters), `Partitions`, the engine's tenancy on a cluster (the keys of
+the partitions this worker holds, under their lease epochs; discovered URLs
+routed to their owners; work in progress counted per partition), and
+`SharedIpSlots`, the engine's send policy on a cluster (a slot of the per-IP
+limits in PostgreSQL per request). Both implement the protocols of
+runtime/distribution.py; runtime/worker.py builds the engine with them.
+
+How it works: a host batch takes its key's `Tenure` (partition, epoch) when
+it starts; `may_send` and the fetcher's gate judge that tenure against
+`Ownership` (runtime/ownership.py) at the moment of sending, so a partition
+lost meanwhile sends nothing. A key new to this worker after a take-over is
+held until `hold(until)`: the previous owner's last requests may not be in
+the store yet.
+
+Rules: no shell imports (the store is the port's shape); waits are bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+
+from courtly.core.urls import partition_of, politeness_key, split_origin
+from courtly.ports import StoreUnavailableError
+from courtly.runtime.distribution import Tenure
+from courtly.runtime.ownership import Ownership
+
+__all__ = ["Partitions", "SharedIpSlots", "WorkerStats"]
+
+RELEASE_RETRIES = 3
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    claimed: int = 0
+    claims: int = 0
+    batches: int = 0
+    stale_batches: int = 0
+    dropped_urls: int = 0       # queued locally when their partition was lost
+    not_owner_hops: int = 0     # robots.txt redirects into a partition held elsewhere
+    store_errors: int = 0
+    ip_waits: int = 0
+    readopted: int = 0          # partitions adopted again by the safety net (see Worker._sweep)
+    not_sent: int = 0           # requests the last-moment gate stopped
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unsent:
+    """The answer to a request this worker may not send (a robots.txt redirect
+    into a partition another worker holds): a network failure, so robots.txt
+    counts as unreachable and is retried later (RFC 9309: disallow meanwhile)."""
+
+    url: str
+    started_at: float
+    status: int = 0
+    ip: str = ""
+    error: str = "not_owner"
+    error_detail: str = "redirect target's partition is held by another worker"
+    request_head: bytes = b""
+    response_head: bytes = b""
+    headers: dict = field(default_factory=dict)
+    body: bytes = b""
+    content: bytes = b""
+    truncated: str | None = None
+    elapsed_s: float = 0.0
+
+
+class Partitions:
+    """The engine's tenancy on a cluster (runtime/distribution.Tenancy): the keys
+    of the partitions `own` holds, under their lease epochs; discovered URLs
+    are routed to their owners; work in progress is counted per partition."""
+
+    routes = True
+    endless = True     # a worker waits for more work; it stops on stop()
+
+    def __init__(self, own: Ownership, partitions: int, cfg, clock, stats: WorkerStats) -> None:
+        self.own = own
+        self.n = partitions
+        self.mode = cfg.crawl.politeness_key
+        self.clock = clock
+        self.stats = stats
+        self._keys_of: dict[int, set[str]] = {}
+        self._busy: Counter[int] = Counter()
+        self._part_of_host: dict[str, int] = {}
+        self._hold_until = 0.0                    # keys first seen before this wait (take-over)
+
+    def partition(self, key: str) -> int:
+        return partition_of(key, self.n)
+
+    def partition_of_url(self, url: str) -> int:
+        try:
+            host = split_origin(url).host
+        except Exception:
+            return self.partition("")
+        p = self._part_of_host.get(host)
+        if p is None:
+            if len(self._part_of_host) > 100_000:
+                self._part_of_host.clear()
+            p = self._part_of_host[host] = self.partition(politeness_key(host, self.mode))
+        return p
+
+    # ---- the engine's tenancy --------------------------------------------------
+
+    def owns(self, key: str) -> bool:
+        return self.own.epoch(self.partition(key)) is not None
+
+    def tenure(self, key: str) -> Tenure:
+        p = self.partition(key)
+        return Tenure(p, self.own.epoch(p))
+
+    def take(self, key: str, now: float) -> float | None:
+        p = self.partition(key)
+        if self.own.epoch(p) is None:
+            return None
+        keys = self._keys_of.setdefault(p, set())
+        if key in keys:
+            return 0.0
+        keys.add(key)
+        return self._hold_until
+
+    def refuse(self, url: str, key: str, now: float) -> _Unsent | None:
+        if self.own.epoch(self.partition(key)) is not None:
+            return None
+        self.stats.not_owner_hops += 1
+        return _Unsent(url=url, started_at=now)
+
+    def may_send(self, tenure: Tenure, now: float) -> bool:
+        return self.own.may_fetch(tenure.partition, tenure.epoch, now)
+
+    def gate(self, tenure: Tenure):
+        p, epoch = tenure
+
+        def gate() -> bool:
+            if self.own.may_fetch(p, epoch, self.clock.now()):
+                return True
+            self.stats.not_sent += 1    # the lease ended while it waited for a connection
+            return False
+
+        return gate
+
+    def begin(self, key: str) -> None:
+        self._busy[self.partition(key)] += 1
+
+    def end(self, key: str) -> None:
+        p = self.partition(key)
+        self._busy[p] -= 1
+        if self._busy[p] <= 0:
+            del self._busy[p]
+
+    # ---- for the worker --------------------------------------------------------
+
+    def busy(self, partition: int) -> bool:
+        return self._busy.get(partition, 0) > 0
+
+    def forget(self, partition: int) -> set[str]:
+        """The keys queued here for `partition`, forgotten (it was lost)."""
+        return self._keys_of.pop(partition, set())
+
+    def hold(self, until: float) -> None:
+        """Keys new here from now on wait until `until` (a take-over)."""
+        self._hold_until = max(self._hold_until, until)
+
+
+class SharedIpSlots:
+    """The engine's send policy on a cluster (runtime/distribution.SendPolicy):
+    a slot of the per-IP limits in PostgreSQL (database clock) per request."""
+
+    def __init__(self, pg, cfg, parts: Partitions, stats: WorkerStats) -> None:
+        self.pg = pg
+        self.cfg = cfg
+        self.parts = parts
+        self.stats = stats
+        self._slots: dict[str, str] = {}          # key -> IP of the shared slot its request holds
+        self._bg: set[asyncio.Task] = set()
+
+    async def acquire(self, ip: str, key: str) -> bool:
+        if self._slots.get(key) == ip:
+            return True
+        if self.parts.tenure(key).epoch is None:
+            return True     # the gate refuses next: no slot needed
+        p = self.cfg.politeness
+        try:
+            wait = await self.pg.ip_acquire(ip, None, p.ip_concurrency, p.ip_rate,
+                                            hold_s=self.cfg.fetch.total_s + 10.0)
+        except StoreUnavailableError:
+            self.stats.store_errors += 1
+            await asyncio.sleep(min(1.0, self.cfg.distributed.store_retry_s_max))
+            return False
+        if wait is None:
+            self._slots[key] = ip
+            return False    # held: check the local limits again, then go
+        self.stats.ip_waits += 1
+        await asyncio.sleep(min(wait, 1.0))
+        return False
+
+    def release(self, ip: str, key: str, now: float) -> None:
+        if self._slots.pop(key, None) is None:
+            return
+        t = asyncio.get_running_loop().create_task(self._release(ip))
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    async def _release(self, ip: str) -> None:
+        for attempt in range(RELEASE_RETRIES):
+            try:
+                await self.pg.ip_release(ip, None)
+                return
+            except StoreUnavailableError:
+                await asyncio.sleep(0.5 * (attempt + 1))
+
+    async def close(self) -> None:
+        if self._bg:
+            await asyncio.wait(set(self._bg), timeout=5.0)
