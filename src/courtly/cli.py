@@ -16,6 +16,7 @@
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
+    courtly probe --db DSN --region R   probe the crawl's keys from a region, choose their homes
     courtly alerts                the Prometheus alerting rules for courtly's metrics
     courtly watch add|list|remove|pause|changes|dead|feed --out DIR ...
                                   the watch list of a monitor crawl (courtly watch --help)
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_submit(args)
         if args.command == "status":
             return _cmd_status(args)
+        if args.command == "probe":
+            return _cmd_probe(args)
         if args.command == "alerts":
             from importlib import resources
 
@@ -383,7 +386,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from courtly.runtime.cluster import new_worker_id, run_worker
     from courtly.runtime.wiring import UsageError, resolve_overrides, run_async
 
-    cfg = config_from_args(args)
+    cfg = _region_config(config_from_args(args), args)
     resolve_overrides(cfg)
     if cfg.crawl.intent != "archive":
         raise UsageError("courtly worker crawls with intent 'archive' (recrawl scheduling is single-machine)")
@@ -393,7 +396,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     status = _parse_status(args.status)
     for w in cfg.warnings():
         say(w, "warning")
-    say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}, WARC to {args.out})")
+    say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}"
+        f"{f', region {cfg.distributed.region}' if cfg.distributed.region else ''}, "
+        f"WARC to {args.out or 'the region storage or crawl-out'})")
     worker, stats = run_async(run_worker(cfg, args.db, args.out, worker_id=worker_id,
                                          exit_when_done=args.exit_when_done, spool=args.spool, status=status))
     elapsed = max(1e-9, time.time() - stats.started_at)
@@ -418,8 +423,52 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("submit wants --db DSN (a distributed crawl) or --consumer NAME --out DIR")
     if args.partitions < 1:
         raise UsageError("--partitions must be at least 1")
-    done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key))
-    say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
+    regions = tuple(r.strip() for r in (args.regions or "").split(",") if r.strip())
+    done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key,
+                            regions=regions, storage=_pairs("--region-storage", args.region_storage),
+                            homes=_pairs("--home", args.home)))
+    say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued"
+        + (f"; regions {', '.join(done['regions'])}" if done["regions"] else ""))
+    return 0
+
+
+def _pairs(flag: str, values: list[str]) -> dict[str, str]:
+    """['a=b', ...] -> {'a': 'b'}; a value without '=' is a usage error."""
+    from courtly.runtime.wiring import UsageError
+
+    out = {}
+    for v in values:
+        name, sep, value = v.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UsageError(f"{flag} wants NAME=VALUE, not {v!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _region_config(cfg, args: argparse.Namespace):
+    """--region and --source-address over distributed.region and .source_address."""
+    over = {k: v for k, v in (("region", args.region), ("source_address", args.source_address)) if v}
+    return cfg.replace("distributed", **over) if over else cfg
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from courtly.runtime.cluster import probe_region
+    from courtly.runtime.wiring import UsageError, resolve_overrides, run_async
+
+    cfg = _region_config(config_from_args(args), args)
+    resolve_overrides(cfg)
+    if args.samples < 1:
+        raise UsageError("--samples must be at least 1")
+    done = run_async(probe_region(cfg, args.db, samples=args.samples))
+    if args.json:
+        print(json.dumps(done, indent=2))
+        return 0
+    print(f"region {done['region']}: {done['probes']} probe(s) of {done['keys_probed']} key(s); "
+          f"{done['refused_address']} refused by the network policy, {done['partition_held']} held by a worker")
+    for m in done["moved"]:
+        print(f"  {m['key']}: home {m['from']} -> {m['to']} ({m['reason']})")
+    if done["not_moved_partition_held"]:
+        print(f"  not moved while a worker holds their partition: {', '.join(done['not_moved_partition_held'])}")
     return 0
 
 

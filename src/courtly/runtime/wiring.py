@@ -211,6 +211,7 @@ def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver
         decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max, send_gate=send_gate,
         connections_max=connections_that_fit(f.connections_max),
         accept_encoding=", ".join(f.accept_encodings) or "identity",
+        source_address=cfg.distributed.source_address,
     )
     e = cfg.extract
     # 8 pages in flight per worker, not 2: the worker finds its next page waiting

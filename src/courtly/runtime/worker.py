@@ -48,7 +48,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from courtly.core.types import UrlItem
-from courtly.core.urls import partition_of, politeness_key, split_origin
+from courtly.core.urls import politeness_key, split_origin
 from courtly.ports import Batch, StaleEpochError, StoreUnavailableError
 from courtly.runtime.admission import Admission
 from courtly.runtime.crawler import Crawler
@@ -178,7 +178,7 @@ class Worker(Crawler):
         self.fetcher = _GatedFetcher(fetcher, self)
         self._sending: tuple[int, int | None] | None = None
         self.results = _TrackedResults(self)
-        self.own = Ownership(store, worker_id, self.nparts, self.dist, clock, self)
+        self.own = Ownership(store, worker_id, store.region_range() or self.nparts, self.dist, clock, self)
         self.wstats = WorkerStats()
         self._pending: deque[tuple[str, Batch]] = deque()
         self._flush_lock = asyncio.Lock()
@@ -199,7 +199,7 @@ class Worker(Crawler):
     # ---- partitions ---------------------------------------------------------------------
 
     def partition(self, key: str) -> int:
-        return partition_of(key, self.nparts)
+        return self.pg.partition_of_key(key)    # within the key's home region's range (pg_region)
 
     def partition_of_url(self, url: str) -> int:
         try:

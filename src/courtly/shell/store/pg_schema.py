@@ -15,6 +15,11 @@ Versions:
      (a late-arriving request cannot crowd the server's window).
   3. the monitor's watch list: watches, watch_state, changes (with webhook
      delivery state) and the list's version (a sequence).
+  4. home regions (issue 21; shell/store/pg_region.py): `regions` (each
+     region's contiguous partition range), `homes` (key -> home region, why,
+     the regions that refuse it, the probe slot), `probes` (requests made
+     from each region to choose a home) and `workers.region`. Additive only
+     (IF NOT EXISTS), so it commutes with other branches' migrations.
 """
 
 from __future__ import annotations
@@ -186,7 +191,21 @@ CREATE INDEX changes_delivery ON changes (delivery) WHERE delivery IN ('pending'
 CREATE SEQUENCE watch_list_version;
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+# home regions (shell/store/pg_region): metadata only, global; the bytes stay in each region
+_V_REGIONS = """
+CREATE TABLE IF NOT EXISTS regions (name text PRIMARY KEY, idx integer NOT NULL UNIQUE,
+                                    first integer NOT NULL, count integer NOT NULL, storage text NOT NULL);
+CREATE TABLE IF NOT EXISTS homes (
+    key text PRIMARY KEY, region text NOT NULL, reason text NOT NULL,
+    blocked text NOT NULL DEFAULT '', probe_free_at double precision NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS probes (
+    key text NOT NULL, region text NOT NULL, at double precision NOT NULL,
+    rtt_s double precision, status integer NOT NULL, digest text NOT NULL);
+CREATE INDEX IF NOT EXISTS probes_key ON probes (key);
+ALTER TABLE workers ADD COLUMN IF NOT EXISTS region text NOT NULL DEFAULT '';
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V_REGIONS))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

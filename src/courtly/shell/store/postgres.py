@@ -11,6 +11,8 @@ How it works
 ------------
 * Partitions. `urls` and `hosts` carry `partition = partition_of(key, P)`; P
   is fixed in `meta` when the crawl is created (`open(dsn, partitions=P)`).
+  A crawl of several regions puts a key in its home region's range instead
+  (shell/store/pg_region.py).
   Leases follow core/lease.py exactly (the SQL is the model's `grant`,
   `extend`, `give_up`) on the *database* clock, so workers' clocks never
   decide who owns what.
@@ -63,9 +65,9 @@ from typing import Any
 
 import asyncpg
 
-from courtly.core.urls import partition_of
 from courtly.ports import Batch
 from courtly.shell.store.pg_cluster import RETRIES, RETRYABLE, ClusterMixin
+from courtly.shell.store.pg_region import RegionMixin, key_hash
 from courtly.ports import StaleEpochError, StoreUnavailableError
 from courtly.shell.store.pg_schema import LOCK_ID as _LOCK_ID, MIGRATIONS, NOW_SQL as _NOW, SCHEMA_VERSION, SchemaError
 from courtly.shell.store.pg_schema import migrate as _migrate
@@ -144,11 +146,17 @@ def _cols(rows: Sequence[tuple], n: int) -> list[list]:
 
 
 _NEW_URLS = """
-WITH up AS (
+WITH t AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
+                         $8::float8[], $9::text[]) AS t(url, partition, key, band, depth, redirects, via, at, h)
+), hm AS (   -- the key's home region (pg_region): read FOR SHARE, so a rehome is waited for, then seen
+    SELECT h.key, r.first, r.count FROM homes h JOIN regions r ON r.name = h.region
+     WHERE h.key IN (SELECT key FROM t) FOR SHARE OF h
+), up AS (
     INSERT INTO urls AS u (url, partition, key, state, band, depth, redirects, via, discovered_at)
-    SELECT url, partition, key, 'queued', band, depth, redirects, via, at
-      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
-                  $8::float8[]) AS t(url, partition, key, band, depth, redirects, via, at)
+    SELECT t.url, coalesce(hm.first + mod(t.h::numeric, hm.count)::int, t.partition), t.key, 'queued', t.band,
+           t.depth, t.redirects, t.via, t.at
+      FROM t LEFT JOIN hm ON hm.key = t.key
     ON CONFLICT (url) DO UPDATE SET state = 'queued', partition = excluded.partition, key = excluded.key,
         band = excluded.band, depth = excluded.depth, via = excluded.via, reason = NULL, detail = NULL
      WHERE u.state = 'skipped' AND u.reason = 'nofollow'   -- refused as nofollow, followed elsewhere
@@ -174,7 +182,7 @@ _APPEND = {  # table -> (columns, array types)
 }
 
 
-class PostgresStore(ClusterMixin):
+class PostgresStore(ClusterMixin, RegionMixin):
     """Crawl state shared by many workers. Open with `await PostgresStore.open(dsn)`."""
 
     def __init__(self, pool, partitions: int | None) -> None:
@@ -184,10 +192,12 @@ class PostgresStore(ClusterMixin):
         self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
         self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
         self._ip_tokens: dict[str, list[float]] = {}
+        self.storage: dict[str, str] = {}          # region -> WARC storage URL (pg_region)
+        self._part_cache: dict[str, int] = {}
 
     @classmethod
     async def open(cls, dsn: str, *, partitions: int | None = None, pool_min: int = 1, pool_max: int = 8,
-                   command_timeout_s: float = 60.0) -> "PostgresStore":
+                   command_timeout_s: float = 60.0, region: str = "") -> "PostgresStore":
         """Connect, migrate, and (with `partitions`) create the crawl or check that
         the existing one has that many partitions."""
         try:
@@ -199,6 +209,7 @@ class PostgresStore(ClusterMixin):
         except asyncpg.PostgresError as e:
             raise StoreError(f"cannot open the crawl database: {e}") from e
         store = cls(pool, None)
+        store.region = region
         try:
             async with store._conn() as conn:
                 await migrate(conn)
@@ -207,6 +218,7 @@ class PostgresStore(ClusterMixin):
                     await store._create_crawl(conn, partitions)
                 raw = await conn.fetchval("SELECT v FROM meta WHERE k = 'partitions'")
                 store.partitions = int(raw) if raw is not None else None
+                await store._load_regions(conn)
         except BaseException:
             await pool.close()
             raise
@@ -262,9 +274,7 @@ class PostgresStore(ClusterMixin):
             return await getattr(conn, method)(sql, *args)
 
     def _partition(self, key: str) -> int:
-        if self.partitions is None:
-            raise StoreError("no crawl in this database: open it with partitions=P to create one")
-        return partition_of(key, self.partitions)
+        return self.partition_of_key(key)     # the key's home region's partition (pg_region)
 
     # ---- writes ----------------------------------------------------------------------
 
@@ -274,6 +284,8 @@ class PostgresStore(ClusterMixin):
         -> epoch the caller holds). Returns False when `batch_id` was applied
         before (a retry after a lost COMMIT answer). Raises StaleEpoch."""
         epochs = dict(partition_epochs or {})
+        if self.layout is not None:
+            await self.ensure_homes([r[1] for r in batch.new_urls] + [r[1] for r in batch.decisions])
         plan = self._plan(batch, epochs)
         for attempt in range(RETRIES):
             try:
@@ -287,7 +299,7 @@ class PostgresStore(ClusterMixin):
 
     def _plan(self, b: Batch, epochs: Mapping[int, int]) -> dict:
         """Pure preparation: partitions, rounds and column arrays."""
-        new = sorted(((u, self._partition(k), k, band, d, r, via, at)
+        new = sorted(((u, self._partition(k), k, band, d, r, via, at, str(key_hash(k)))
                       for u, k, band, d, r, via, at in b.new_urls), key=lambda r: r[0])
         owned, routed = [], []
         for url, key, via, at, state, reason, detail, depth in b.decisions:
@@ -320,7 +332,7 @@ class PostgresStore(ClusterMixin):
                     return False
             for rows in plan["new"]:
                 self.statements += 1
-                await conn.execute(_NEW_URLS, *_cols(rows, 8))
+                await conn.execute(_NEW_URLS, *_cols(rows, 9))
             if b.requeued:
                 rows = sorted(_last_per(b.requeued, 1), key=lambda r: r[1])
                 touched |= await self._updated_partitions(conn, (
@@ -420,8 +432,10 @@ class PostgresStore(ClusterMixin):
         queued now (new, or revived after a nofollow refusal)."""
         seen: set[str] = set()
         first = [r for r in rows if not (r[0] in seen or seen.add(r[0]))]
-        prepared = [(u, self._partition(k), k, band, d, r, via, at) for u, k, band, d, r, via, at in first]
-        got = await self._one("fetch", _NEW_URLS, *_cols(prepared, 8))
+        await self.ensure_homes(r[1] for r in first)
+        prepared = [(u, self._partition(k), k, band, d, r, via, at, str(key_hash(k)))
+                    for u, k, band, d, r, via, at in first]
+        got = await self._one("fetch", _NEW_URLS, *_cols(prepared, 9))
         new = {r[0] for r in got}
         return [r[0] for r in first if r[0] in new]
 
