@@ -120,11 +120,15 @@ def test_a_key_moves_home_with_its_queue_only_while_no_worker_holds_it(postgres)
         assert await s.rehome("b.test", "eu", "geo_block", ("us",)) is True
         assert s.partition_of_key("b.test") == new
         await s.insert_urls([_new("http://b.test/3", "b.test")])   # found later: goes to the new home
+        other = await PostgresStore.open(dsn)       # a process of no region: the default home until it reads
+        assert other.partition_of_key("b.test") == old
+        await other.ensure_homes(["b.test"])
+        assert other.partition_of_key("b.test") == new
+        await other.close()
         eu = await _crawl(dsn, "eu")
-        assert eu.partition_of_key("b.test") == LAYOUT.partition_of("b.test", "us")   # not learnt yet
         got = await eu.claim_new(await eu.acquire_many([new], "e1", 60), 10)
         assert sorted(r[0] for r in got) == ["http://b.test/", "http://b.test/2", "http://b.test/3"]
-        assert eu.partition_of_key("b.test") == new                                   # learnt from the claim
+        assert eu._part_cache["b.test"] == new                                          # learnt from the claim
         await s.close()
         await eu.close()
 

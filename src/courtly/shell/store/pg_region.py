@@ -28,7 +28,7 @@ a key only while no worker holds its current partition (the row of
 rows and host state move to the new home's partition, never fetched by both.
 The process keeps a bounded key -> partition cache for the synchronous
 callers (the worker's gate); claims refresh it with the partition the URL
-row has.
+row has, and a key not in it is taken as homed in the process's region.
 
 Rules: metadata only (no content crosses regions through this module);
 every statement counted in `statements`.
@@ -110,14 +110,16 @@ class RegionMixin:
 
     def partition_of_key(self, key: str) -> int:
         """`key`'s partition as this process knows it: the cache (claims, homes
-        read), else its default home's."""
+        read), else as if homed in this process's region (a worker claims only
+        keys of its region, so for them that is exact even after the cache was
+        emptied), else in the default region."""
         if self.partitions is None:
             raise StoreError("no crawl in this database: open it with partitions=P to create one")
         if self.layout is None:
             return partition_of(key, self.partitions)
         p = self._part_cache.get(key)
         if p is None:
-            p = self.layout.partition_of(key, self.default_region)
+            p = self.layout.partition_of(key, self.region or self.default_region)
         return p
 
     def _learn(self, key: str, partition: int) -> None:
