@@ -173,3 +173,29 @@ def test_a_worker_must_name_a_region_of_the_crawl_and_keep_its_bytes_home(crawl)
         p = run_courtly("worker", "--db", dsn, *args, "--exit-when-done")
         last = p.stderr.strip().splitlines()[-1]
         assert p.returncode == 2 and message in last and "Traceback" not in p.stderr, p.stderr
+
+
+def test_status_shows_each_regions_partitions_and_storage(crawl):
+    p = run_courtly("status", "--db", crawl["dsn"], "--json")
+    assert p.returncode == 0, p.stderr
+    regions = json.loads(p.stdout)["regions"]
+    assert regions == {r: {"partitions": 32, "storage": str(crawl["storage"][r])} for r in ("us", "eu")}
+    text = run_courtly("status", "--db", crawl["dsn"]).stdout
+    assert "region us: 32 partitions" in text and "region eu: 32 partitions" in text
+
+
+def test_region_mistakes_end_with_one_line_and_exit_status_2(postgres, tmp_path):
+    dsn = postgres.create_database()
+    for args, message in ((("--regions", "us,eu", "--region-storage", "ap=/x"), "unknown region 'ap'"),
+                          (("--regions", "us,eu", "--home", "a.test=ap"), "unknown region 'ap'"),
+                          (("--region-storage", "us=/x"), "--region-storage needs --regions"),
+                          (("--regions", "us,eu", "--home", "a.test"), "--home wants NAME=VALUE")):
+        p = run_courtly("submit", "--db", dsn, "--partitions", "8", "http://a.test/", *args)
+        last = p.stderr.strip().splitlines()[-1]
+        assert p.returncode == 2 and message in last and "Traceback" not in p.stderr, p.stderr
+    one = postgres.create_database()
+    assert run_courtly("submit", "--db", one, "--partitions", "8", "http://a.test/").returncode == 0
+    p = run_courtly("probe", "--db", one, "--region", "us")
+    assert p.returncode == 2 and "needs a crawl submitted with --regions" in p.stderr, p.stderr
+    p = run_courtly("simweb", "--region-block", "a.test=us", "--out", str(tmp_path / "sim"), "--duration-s", "1")
+    assert p.returncode == 2 and "need --region" in p.stderr, p.stderr

@@ -122,7 +122,7 @@ def test_a_key_moves_home_with_its_queue_only_while_no_worker_holds_it(postgres)
         await s.insert_urls([_new("http://b.test/3", "b.test")])   # found later: goes to the new home
         other = await PostgresStore.open(dsn)       # a process of no region: the default home until it reads
         assert other.partition_of_key("b.test") == old
-        await other.ensure_homes(["b.test"])
+        await other.ensure_homes([("b.test", "http://b.test/")])
         assert other.partition_of_key("b.test") == new
         await other.close()
         eu = await _crawl(dsn, "eu")

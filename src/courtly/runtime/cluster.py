@@ -238,6 +238,8 @@ async def status_data(dsn: str, live_s: float = 15.0) -> dict:
         inbox = await store.queued_by_partition()
         inboxes = await store.queue_sizes()
         counts = await store.counts()
+        regions = {r: {"partitions": len(store.layout.range_of(r)), "storage": store.storage.get(r, "")}
+                   for r in (store.layout.regions if store.layout else ())}
     except StoreUnavailable as e:
         raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
     finally:
@@ -248,7 +250,8 @@ async def status_data(dsn: str, live_s: float = 15.0) -> dict:
     return {
         "partitions": len(leases),
         "workers": [{"id": w, "up_s": round(up, 1), "heartbeat_age_s": round(age, 1), "live": age < live_s,
-                     "partitions": owners.get(w, 0)} for w, up, age in workers],
+                     "partitions": owners.get(w, 0), "region": region} for w, up, age, region in workers],
+        "regions": regions,
         "unowned": sum(1 for l in leases if not l.owner),
         "expired_leases": expired,
         "lease_left_s": {"min": round(min(left), 1), "max": round(max(left), 1)} if left else None,
@@ -275,10 +278,13 @@ def render_status(d: dict) -> str:
              f"{d['unowned']} free, {d['expired_leases']} expired; highest epoch {d['max_epoch']}"]
     if d["lease_left_s"]:
         lines.append(f"leases end in {d['lease_left_s']['min']}-{d['lease_left_s']['max']} s")
+    for name, r in d["regions"].items():
+        lines.append(f"region {name}: {r['partitions']} partitions, WARC to {r['storage'] or 'each worker --out'}")
     lines.append(f"workers ({len(d['workers'])}):")
     for w in d["workers"]:
         lines.append(f"  {w['id']:<40} {'live' if w['live'] else 'DEAD':<4}  heartbeat {w['heartbeat_age_s']:>6.1f} s"
-                     f" ago  up {w['up_s']:>8.1f} s  {w['partitions']:>5} partitions")
+                     f" ago  up {w['up_s']:>8.1f} s  {w['partitions']:>5} partitions"
+                     + (f"  region {w['region']}" if w["region"] else ""))
     lines.append(f"queued URLs {d['queued']} (inbox, not yet claimed: {d['inbox']})")
     for owner, n in sorted(d["queued_by_owner"].items()):
         lines.append(f"  {owner:<40} {n:>8}")

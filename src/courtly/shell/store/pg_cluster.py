@@ -207,10 +207,10 @@ class ClusterMixin:
                                " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
         return {r[0]: r[1] for r in rows}
 
-    async def workers(self) -> list[tuple[str, float, float]]:
-        """(worker id, seconds since it started, seconds since its last heartbeat)."""
-        rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at FROM workers"
-                               " ORDER BY id")
+    async def workers(self) -> list[tuple[str, float, float, str]]:
+        """(worker id, seconds since it started, seconds since its last heartbeat, region)."""
+        rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at, region"
+                               " FROM workers ORDER BY id")
         return [tuple(r) for r in rows]
 
     async def queued_by_partition(self) -> dict[int, int]:

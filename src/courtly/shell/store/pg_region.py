@@ -127,20 +127,22 @@ class RegionMixin:
             self._part_cache.clear()
         self._part_cache[key] = partition
 
-    async def ensure_homes(self, keys: Iterable[str]) -> None:
+    async def ensure_homes(self, keys_urls: Iterable[tuple[str, str]]) -> None:
         """Give every key not seen by this process a `homes` row (first region,
-        reason `default`, unless one exists) and learn its partition."""
+        reason `default`, one of its URLs; unless one exists) and learn its
+        partition. `keys_urls`: (key, url) pairs."""
         if self.layout is None:
             return
-        todo = sorted({k for k in keys if k not in self._part_cache})
+        todo = dict(sorted((k, u) for k, u in keys_urls if k not in self._part_cache))
         if not todo:
             return
         rows = await self._one("fetch", """
             WITH ins AS (
-                INSERT INTO homes (key, region, reason) SELECT k, $2, 'default' FROM unnest($1::text[]) AS k
+                INSERT INTO homes (key, region, reason, url)
+                SELECT k, $3, 'default', u FROM unnest($1::text[], $2::text[]) AS t(k, u)
                 ON CONFLICT (key) DO NOTHING RETURNING key, region)
             SELECT key, region FROM ins UNION ALL SELECT key, region FROM homes WHERE key = ANY($1::text[])""",
-            todo, self.default_region)
+            list(todo), list(todo.values()), self.default_region)
         for key, region in rows:
             self._learn(key, self.layout.partition_of(key, region))
 
@@ -204,10 +206,10 @@ class RegionMixin:
         """Keys with fewer than `samples` probes from `region`, each with one of
         its URLs (whose origin's robots.txt is the probe)."""
         rows = await self._one("fetch", """
-            SELECT DISTINCT ON (h.key) h.key, u.url FROM homes h JOIN urls u ON u.key = h.key
-             WHERE h.reason <> 'override'
+            SELECT h.key, h.url FROM homes h
+             WHERE h.reason <> 'override' AND h.url <> ''
                AND (SELECT count(*) FROM probes p WHERE p.key = h.key AND p.region = $1) < $2
-             ORDER BY h.key, u.discovered_at LIMIT $3""", region, samples, limit)
+             ORDER BY h.key LIMIT $3""", region, samples, limit)
         return {r[0]: r[1] for r in rows}
 
     async def rehome(self, key: str, region: str, reason: str, blocked: Sequence[str]) -> bool:

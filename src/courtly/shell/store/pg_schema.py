@@ -197,7 +197,8 @@ CREATE TABLE IF NOT EXISTS regions (name text PRIMARY KEY, idx integer NOT NULL 
                                     first integer NOT NULL, count integer NOT NULL, storage text NOT NULL);
 CREATE TABLE IF NOT EXISTS homes (
     key text PRIMARY KEY, region text NOT NULL, reason text NOT NULL,
-    blocked text NOT NULL DEFAULT '', probe_free_at double precision NOT NULL DEFAULT 0);
+    blocked text NOT NULL DEFAULT '', probe_free_at double precision NOT NULL DEFAULT 0,
+    url text NOT NULL DEFAULT '');                     -- one URL of the key: its origin is probed
 CREATE TABLE IF NOT EXISTS probes (
     key text NOT NULL, region text NOT NULL, at double precision NOT NULL,
     rtt_s double precision, status integer NOT NULL, digest text NOT NULL);

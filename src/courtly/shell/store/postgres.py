@@ -285,7 +285,7 @@ class PostgresStore(ClusterMixin, RegionMixin):
         before (a retry after a lost COMMIT answer). Raises StaleEpoch."""
         epochs = dict(partition_epochs or {})
         if self.layout is not None:
-            await self.ensure_homes([r[1] for r in batch.new_urls] + [r[1] for r in batch.decisions])
+            await self.ensure_homes([(r[1], r[0]) for r in (*batch.new_urls, *batch.decisions)])
         plan = self._plan(batch, epochs)
         for attempt in range(RETRIES):
             try:
@@ -432,7 +432,7 @@ class PostgresStore(ClusterMixin, RegionMixin):
         queued now (new, or revived after a nofollow refusal)."""
         seen: set[str] = set()
         first = [r for r in rows if not (r[0] in seen or seen.add(r[0]))]
-        await self.ensure_homes(r[1] for r in first)
+        await self.ensure_homes((r[1], r[0]) for r in first)
         prepared = [(u, self._partition(k), k, band, d, r, via, at, str(key_hash(k)))
                     for u, k, band, d, r, via, at in first]
         got = await self._one("fetch", _NEW_URLS, *_cols(prepared, 9))
