@@ -147,6 +147,7 @@ def test_every_warc_file_sits_in_its_regions_storage_with_its_tag_and_no_content
                     infos.append(rec.payload.decode())
                 elif rec.rec_type in ("response", "revisit", "request"):
                     uri = rec.warc_headers["WARC-Target-URI"]
+                    assert rec.warc_headers["Courtly-Region"] == region, (path.name, uri)
                     assert homes[_key(uri.split("/")[2])][0] == region, f"{uri} archived in {region}"
                     archived.setdefault(region, set()).add(uri)
             assert infos and all(f"courtly-region: {region}" in i for i in infos), path.name

@@ -122,11 +122,12 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
     warc = None
     servers: list = []
     try:
-        # every WARC file of a region carries its residency tag (name and warcinfo)
+        # every WARC file of a region carries its residency tag (name, warcinfo, each record)
         info = {**warcinfo(cfg), **({"courtly-region": region} if region else {})}
         warc = open_warc_output(out, worker_id, prefix=f"{cfg.warc.prefix}-{region}" if region else cfg.warc.prefix,
                                 spool=spool, file_bytes_max=cfg.warc.file_bytes_max, warcinfo=info,
-                                fsync=cfg.warc.fsync)
+                                fsync=cfg.warc.fsync,
+                                record_fields={"Courtly-Region": region} if region else None)
         worker = Worker(cfg, clock=SystemClock(), resolver=resolver, fetcher=fetcher, warc=warc,
                         store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done)
         with stop_on_signals(worker.stop, install_signals):

@@ -194,10 +194,9 @@ class ClusterMixin:
     async def queue_state(self) -> tuple[bool, bool]:
         """(any URL at all, any URL still queued). A URL stays queued until the
         batch that fetched or decided it commits, so (True, False) means done."""
-        mine = self.region_range() or range(self.partitions or 0)    # this region's partitions only
+        # every region's queue, not only this worker's: a region still crawling may forward links here
         row = await self._one("fetchrow", "SELECT EXISTS (SELECT 1 FROM urls),"
-                              " EXISTS (SELECT 1 FROM urls WHERE state = 'queued' AND partition >= $1"
-                              " AND partition < $2)", mine.start, mine.stop)
+                              " EXISTS (SELECT 1 FROM urls WHERE state = 'queued')")
         return bool(row[0]), bool(row[1])
 
     async def queued_partitions(self, partitions: Iterable[int]) -> dict[int, str]:
