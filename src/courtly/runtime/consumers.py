@@ -27,7 +27,8 @@ named consumers ask it for URLs and each gets its own results.
   even a key whose delay gives one URL a lease has a choice of whose is next.
 * At each commit (after the WARC flush and the store batch) the batch's page
   requests become result lines in each consumer's `results.jsonl` in its sink
-  folder, and rows in `consumer_results` (the chargeback); new purges become a
+  folder (a webhook sink: consumers/NAME, forwarded by shell/stream_webhook),
+  and rows in `consumer_results` (the chargeback); new purges become a
   `purge` line in every stream.
 
 Rules: `now` from the crawler's clock; streams are written at least once
@@ -60,8 +61,12 @@ OWNED_URLS_MAX = 5_000_000
 TAKEN_MAX = 100_000          # requests charged and not yet seen in a commit   # URLs whose consumers are remembered; past it, the oldest are forgotten
 
 
-def stream_path(sink: str, out: Path) -> Path:
-    """A consumer's results file: `results.jsonl` in its sink folder (relative: to the crawl folder)."""
+def stream_path(sink: str, out: Path, name: str = "") -> Path:
+    """A consumer's results file: `results.jsonl` in its sink folder (relative:
+    to the crawl folder); a webhook sink keeps its stream in consumers/NAME
+    (shell/stream_webhook forwards it)."""
+    if sink.startswith(("http://", "https://")):
+        sink = f"consumers/{name}"
     folder = Path(sink)
     return (folder if folder.is_absolute() else out / folder) / "results.jsonl"
 
@@ -97,7 +102,7 @@ class Consumers:
         self.enabled = True
         self.store = store
         for k in self.c.cfg.consumers:
-            path = stream_path(k.sink or f"consumers/{k.name}", out)
+            path = stream_path(k.sink or f"consumers/{k.name}", out, k.name)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._streams[k.name] = path
         for name in self._cursors:
