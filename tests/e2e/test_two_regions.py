@@ -154,6 +154,11 @@ def test_every_warc_file_sits_in_its_regions_storage_with_its_tag_and_no_content
     fetched = {r[0]: r[1] for r in _db(crawl["dsn"], "SELECT url, key FROM urls WHERE state = 'fetched'")}
     for url, key in fetched.items():
         assert url in archived[homes[key][0]]
+    # the fetch log names, for every request (pages and robots.txt), a file of the key's home region
+    logged = _db(crawl["dsn"], "SELECT url, warc FROM fetches WHERE warc <> ''")
+    assert logged
+    for url, warc in logged:
+        assert warc.startswith(f"courtly-{homes[_key(url.split('/')[2])][0]}-"), (url, warc)
 
 
 def test_the_two_regions_are_polite_together_and_complete(crawl):
