@@ -3,8 +3,11 @@ PostgreSQL crawl the simulated web, each region connecting from its own
 loopback source address, and are judged from the server's request log, the
 database and the WARC files.
 
-The web (sim/region.py): every host is near `us` except site0007.test (near
-`eu`: `eu` answers 0.3 s sooner); site0006.test geo-blocks `us` (451 only).
+The web (sim/region.py): every host is near `us` except site0006.test and
+site0007.test (near `eu`): the far region waits 0.5 s more for each answer,
+so the RTT homing flips only if the median of three loopback answers from
+the near region took over 0.4 s; site0006.test also geo-blocks `us` (451
+only), which decides its home whatever the round trips.
 The crawl is submitted with both regions and a storage folder per region;
 `courtly probe` runs from each region (robots.txt probes) and homes the
 keys; then two `us` workers and one `eu` worker crawl to the end.
@@ -36,7 +39,8 @@ SOURCE = {"us": "127.0.2.1", "eu": "127.0.2.2"}        # each region's egress
 BLOCKED, NEAR_EU = "site0006.test", "site0007.test"
 SIM_ARGS = ["--profile", "demo", "--hosts", "8", "--pages-per-host", "12", "--seed", "21",
             "--region", f"us={SOURCE['us']}", "--region", f"eu={SOURCE['eu']}",
-            "--region-block", f"{BLOCKED}=us", "--region-near", f"{NEAR_EU}=eu", "--far-latency-s", "0.3"]
+            "--region-block", f"{BLOCKED}=us", "--region-near", f"{NEAR_EU}=eu", "--region-near", f"{BLOCKED}=eu",
+            "--far-latency-s", "0.5"]
 WORKERS = {"us1": "us", "us2": "us", "eu1": "eu"}
 
 
