@@ -67,8 +67,10 @@ class ClusterMixin:
 
     async def acquire_many(self, partitions: Iterable[int], worker_id: str, ttl_s: float) -> dict[int, int]:
         """`acquire` for several partitions in one statement: partition -> epoch
-        for those granted. The FOR UPDATE waits for in-flight fenced batches."""
-        ids = sorted(set(partitions))
+        for those granted. The FOR UPDATE waits for in-flight fenced batches.
+        A store of a region grants only partitions of that region's range."""
+        mine = self.region_range()
+        ids = sorted(p for p in set(partitions) if mine is None or p in mine)
         for attempt in range(RETRIES):
             try:
                 rows = await self._one("fetch", (
