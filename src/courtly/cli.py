@@ -47,6 +47,7 @@ from typing import NoReturn
 
 from courtly.cli_log import json_logs, say, setup_logging
 from courtly.cli_parser import build_parser
+from courtly.cli_region import cmd_probe, pairs, region_config
 
 __all__ = ["main", "run"]
 
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             return _cmd_status(args)
         if args.command == "probe":
-            return _cmd_probe(args)
+            return cmd_probe(args, region_config(config_from_args(args), args))
         if args.command == "alerts":
             from importlib import resources
 
@@ -386,7 +387,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from courtly.runtime.cluster import new_worker_id, run_worker
     from courtly.runtime.wiring import UsageError, resolve_overrides, run_async
 
-    cfg = _region_config(config_from_args(args), args)
+    cfg = region_config(config_from_args(args), args)
     resolve_overrides(cfg)
     if cfg.crawl.intent != "archive":
         raise UsageError("courtly worker crawls with intent 'archive' (recrawl scheduling is single-machine)")
@@ -425,50 +426,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("--partitions must be at least 1")
     regions = tuple(r.strip() for r in (args.regions or "").split(",") if r.strip())
     done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key,
-                            regions=regions, storage=_pairs("--region-storage", args.region_storage),
-                            homes=_pairs("--home", args.home)))
+                            regions=regions, storage=pairs("--region-storage", args.region_storage),
+                            homes=pairs("--home", args.home)))
     say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued"
         + (f"; regions {', '.join(done['regions'])}" if done["regions"] else ""))
-    return 0
-
-
-def _pairs(flag: str, values: list[str]) -> dict[str, str]:
-    """['a=b', ...] -> {'a': 'b'}; a value without '=' is a usage error."""
-    from courtly.runtime.wiring import UsageError
-
-    out = {}
-    for v in values:
-        name, sep, value = v.partition("=")
-        if not sep or not name.strip() or not value.strip():
-            raise UsageError(f"{flag} wants NAME=VALUE, not {v!r}")
-        out[name.strip()] = value.strip()
-    return out
-
-
-def _region_config(cfg, args: argparse.Namespace):
-    """--region and --source-address over distributed.region and .source_address."""
-    over = {k: v for k, v in (("region", args.region), ("source_address", args.source_address)) if v}
-    return cfg.replace("distributed", **over) if over else cfg
-
-
-def _cmd_probe(args: argparse.Namespace) -> int:
-    from courtly.runtime.cluster import probe_region
-    from courtly.runtime.wiring import UsageError, resolve_overrides, run_async
-
-    cfg = _region_config(config_from_args(args), args)
-    resolve_overrides(cfg)
-    if args.samples < 1:
-        raise UsageError("--samples must be at least 1")
-    done = run_async(probe_region(cfg, args.db, samples=args.samples))
-    if args.json:
-        print(json.dumps(done, indent=2))
-        return 0
-    print(f"region {done['region']}: {done['probes']} probe(s) of {done['keys_probed']} key(s); "
-          f"{done['refused_address']} refused by the network policy, {done['partition_held']} held by a worker")
-    for m in done["moved"]:
-        print(f"  {m['key']}: home {m['from']} -> {m['to']} ({m['reason']})")
-    if done["not_moved_partition_held"]:
-        print(f"  not moved while a worker holds their partition: {', '.join(done['not_moved_partition_held'])}")
     return 0
 
 
