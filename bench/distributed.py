@@ -22,7 +22,8 @@ region waits `--far-latency-s` longer for each answer. The crawl is submitted
 with the regions, `courtly probe` runs from each region (its wall time is
 printed), and worker i serves region i mod R from that region's address, with
 its own storage folder. Printed besides: pages per region and requests made
-by a worker of another region than the key's home (must be 0).
+(robots.txt aside: the probes make those from every region) by a worker of
+another region than the key's home (must be 0).
 
 The web is the `bench` profile on loopback, so the per-IP limits are raised
 (`--ip-rate`, `--ip-concurrency`) without being impolite to anyone; the
