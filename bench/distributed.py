@@ -2,6 +2,7 @@
 
     python bench/distributed.py                           # 1, 2 and 4 workers, 200 hosts x 15 pages
     python bench/distributed.py --workers 1 2 --hosts 100 --pages-per-host 20
+    python bench/distributed.py --workers 2 4 --regions us,eu    # two regions (issue 21)
 
 For each worker count: a fresh database on a throwaway PostgreSQL (loopback,
 temporary folder, stopped at the end), `courtly submit` of the web's seeds,
@@ -13,6 +14,16 @@ statements per page (the workers' PostgresStore counters: every round trip,
 BEGIN and COMMIT included) and the transactions the server committed per
 page (pg_stat_database), duplicate fetches and politeness violations from the
 server's request log.
+
+With `--regions us,eu` the web has regions (sim/region.py): a region is a
+loopback source address (127.0.2.1, 127.0.2.2, ...), every host is near the
+first region except a `--near-share` of them (near the second), and the far
+region waits `--far-latency-s` longer for each answer. The crawl is submitted
+with the regions, `courtly probe` runs from each region (its wall time is
+printed), and worker i serves region i mod R from that region's address, with
+its own storage folder. Printed besides: pages per region and requests made
+(robots.txt aside: the probes make those from every region) by a worker of
+another region than the key's home (must be 0).
 
 The web is the `bench` profile on loopback, so the per-IP limits are raised
 (`--ip-rate`, `--ip-concurrency`) without being impolite to anyone; the
@@ -62,25 +73,57 @@ async def _db(dsn: str, sql: str):
         await conn.close()
 
 
+def _source(regions: list[str], region: str) -> str:
+    return f"127.0.2.{regions.index(region) + 1}"
+
+
+def _sim_regions(args) -> list[str]:
+    """simweb options: the regions' addresses and the hosts near the second region."""
+    if not args.regions:
+        return []
+    out = [a for r in args.regions for a in ("--region", f"{r}={_source(args.regions, r)}")]
+    every = max(1, round(1 / args.near_share)) if args.near_share > 0 else 0
+    near = [f"site{i:04d}.test" for i in range(args.hosts) if every and i % every == 0]
+    return out + [a for h in near for a in ("--region-near", f"{h}={args.regions[1]}")] + [
+        "--far-latency-s", str(args.far_latency_s)]
+
+
+def _probe(dsn: str, cfg: Path, args) -> float:
+    """`courtly probe` from every region, one after the other; wall seconds."""
+    t0 = time.monotonic()
+    for r in args.regions:
+        p = subprocess.run([sys.executable, "-m", "courtly", "probe", "--db", dsn, "--config", str(cfg),
+                            "--region", r, "--source-address", _source(args.regions, r), "--samples", "3"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(p.stderr)
+    return time.monotonic() - t0
+
+
 def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     dsn = pg.create_database(f"bench_{n}w_{int(time.time())}")
     allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
     cfg = tmp / "bench.toml"
     cfg.write_text(_config(args, allowed, web.hosts_file))
+    regions = ["--regions", ",".join(args.regions)] if args.regions else []
     sub = subprocess.run([sys.executable, "-m", "courtly", "submit", "--db", dsn, "--partitions",
-                          str(args.partitions), "--seeds-file", str(web.out / "seeds.txt")],
+                          str(args.partitions), "--seeds-file", str(web.out / "seeds.txt"), *regions],
                          capture_output=True, text=True)
     if sub.returncode != 0:
         raise SystemExit(sub.stderr)
+    probe_s = _probe(dsn, cfg, args) if args.regions else 0.0
     xact0 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     procs = []
     for i in range(n):
         log = open(tmp / f"{n}w-{i}.log", "w")
+        region = args.regions[i % len(args.regions)] if args.regions else ""
+        where = ["--region", region, "--source-address", _source(args.regions, region)] if region else []
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "courtly", "worker", "--db", dsn, "--config", str(cfg),
-             "--out", str(tmp / f"out-{n}"), "--worker-id", f"b{n}-{i}", "--exit-when-done", "--quiet"],
+             "--out", str(tmp / f"out-{n}{'-' + region if region else ''}"), "--worker-id", f"b{n}-{i}",
+             "--exit-when-done", "--quiet", *where],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
     for p in procs:
         p.wait(timeout=args.timeout_s)
@@ -103,10 +146,33 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
 
     report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
                        ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
+    by_region, misplaced = _regions_of(dsn, web, args) if args.regions else ({}, 0)
     return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "statements": statements,
+            "probe_s": probe_s, "by_region": by_region, "misplaced": misplaced,
             "xacts": int(xact1 - xact0), "violations": len(report.violations), "lost": lost,
             "readopted": readopted,
             "duplicates": sum(report.duplicate_fetches.values()), "report": report}
+
+
+def _regions_of(dsn: str, web, args) -> tuple[dict[str, int], int]:
+    """Pages fetched per home region, and requests sent from another region's
+    address than the key's home (the server's log)."""
+    from courtly.core.urls import politeness_key
+    from courtly.sim.reqlog import load_log
+
+    homes = dict(asyncio.run(_db(dsn, "SELECT key, region FROM homes")))
+    rows = asyncio.run(_db(dsn, "SELECT key, count(*) FROM urls WHERE state = 'fetched' GROUP BY key"))
+    by_region: dict[str, int] = {}
+    for key, count in rows:
+        by_region[homes[key]] = by_region.get(homes[key], 0) + count
+    source = {_source(args.regions, r): r for r in args.regions}
+    misplaced = 0
+    for r in load_log(web.log_file):
+        region = source.get(r.conn.rsplit(":", 1)[0])
+        key = politeness_key(r.host.rsplit(":", 1)[0], "domain")
+        if region and "probe" not in r.agent and r.path != "/robots.txt" and homes.get(key) != region:
+            misplaced += 1
+    return by_region, misplaced
 
 
 def main() -> int:
@@ -122,6 +188,10 @@ def main() -> int:
     ap.add_argument("--fetch-tasks", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--regions", type=lambda v: [r for r in v.split(",") if r], default=[],
+                    help="two or more regions, e.g. us,eu (default: one region)")
+    ap.add_argument("--near-share", type=float, default=0.3, help="share of hosts near the second region")
+    ap.add_argument("--far-latency-s", type=float, default=0.1, help="extra latency from the far region")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (worker logs, WARC)")
     args = ap.parse_args()
 
@@ -131,7 +201,8 @@ def main() -> int:
         with pg_server() as pg:
             for n in args.workers:
                 sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host",
-                            str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed)]
+                            str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed),
+                            *_sim_regions(args)]
                 with simweb_process(tmp / f"sim-{n}", sim_args, ready_s=120) as web:
                     print(f"{n} worker(s): {args.hosts} hosts x {args.pages_per_host} pages ...", flush=True)
                     rows.append(run_one(pg, web, tmp, n, args))
@@ -154,6 +225,11 @@ def main() -> int:
     print("(CPU: user+sys of the worker processes and their children; statements: PostgresStore round trips;"
           " xacts: transactions committed by the server, all sessions;"
           " lost: partition leases lost; re-adopted: partitions the quiet-time safety net adopted again)")
+    for r in rows:
+        if args.regions:
+            print(f"{r['workers']} worker(s): probes {r['probe_s']:.1f} s (every region, before the workers); "
+                  f"pages by home region {r['by_region']}; requests from outside the key's home region "
+                  f"{r['misplaced']}")
     return 0
 
 

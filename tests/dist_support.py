@@ -46,6 +46,21 @@ def write_dist_config(path: Path, *, ttl_s: float = TTL_S, stop_margin_s: float 
     return path
 
 
+def db_rows(dsn: str, sql: str, *args) -> list:
+    """Rows of one query on the crawl's database (a connection of its own)."""
+    import asyncio
+
+    import asyncpg
+
+    async def go():
+        conn = await asyncpg.connect(dsn)
+        try:
+            return await conn.fetch(sql, *args)
+        finally:
+            await conn.close()
+    return asyncio.run(go())
+
+
 def agent_of(worker_id: str) -> str:
     return f"courtly-test/{worker_id} (+tests@example.org)"
 

@@ -83,9 +83,9 @@ def test_the_chargeback_of_a_crawl_without_requests_is_zero_and_of_no_crawl_an_e
     assert data["consumers"][0]["price_per_million"] == 40.0
 
 
-def test_a_webhook_sink_is_refused_in_one_line(tmp_path, capsys):
+def test_a_malformed_webhook_sink_is_refused_in_one_line(tmp_path, capsys):
     path = tmp_path / "c.toml"
-    path.write_text('[[consumers]]\nname = "x"\nsink = "https://example.org/hook"\n')
+    path.write_text('[[consumers]]\nname = "x"\nsink = "https:// nowhere"\n')
     code, _, err = _run(capsys, "submit", "--consumer", "x", "--out", str(tmp_path), "--config", str(path),
                         "http://a.test/")
-    assert code == 2 and "webhook sinks are not supported yet" in err
+    assert code == 2 and "is not a webhook URL" in err and err.count("\n") == 1

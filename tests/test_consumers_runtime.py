@@ -213,3 +213,44 @@ def test_the_status_servers_consumer_api_records_for_the_running_crawl(c, tmp_pa
     c.commit()
     assert URLS[0] in c.seen and c.consumers.owners(_item(URLS[0])) == ("b",)
     assert api.counters() == c.consumers.metrics()
+
+
+def test_a_url_a_quota_turned_away_waits_for_the_next_utc_day_and_is_queued_again(c, tmp_path):
+    submit(tmp_path, CFG, "a", URLS[:1], priority=None, intent="archive", now=T0)
+    c.commit()
+    lease = c.frontier.lease(T0 + 10, lambda key: 10)   # taken out, as by a fetch task ...
+    c.decide(URLS[0], "x.test", "", Reason.QUOTA, "a: fetches_per_day 2 used", T0 + 1)
+    c.frontier.complete(lease.lease_id, T0 + 2, [])     # ... which decided it and gave the key back
+    c.commit()
+    assert URLS[0] not in c.frontier.urls_of("x.test")
+    c.clock.t = T0 + 3_600                        # later the same day: it waits
+    c.commit()
+    assert c.store.url_record(URLS[0])["reason"] == "quota" and c.consumers.requeued == 0
+    day = 86_400
+    c.clock.t = (int(T0) // day + 1) * day + 1   # the next UTC day: the quota starts again
+    c.commit()
+    assert c.store.url_record(URLS[0])["state"] == "queued" and c.consumers.requeued == 1
+    c.commit()                                   # read back into the frontier (runtime/overflow)
+    assert URLS[0] in c.frontier.urls_of("x.test")
+
+
+def test_a_crawl_resumed_on_a_later_day_queues_its_quota_refusals_again_at_load(c, tmp_path):
+    submit(tmp_path, CFG, "a", URLS[:1], priority=None, intent="archive", now=T0)
+    c.commit()
+    c.frontier.lease(T0 + 10, lambda key: 10)
+    item = UrlItem(url=URLS[0], key="x.test", band=1)
+    c.consumers.ledger.charge(("a",), "x.test", T0)
+    c.consumers.ledger.charge(("a",), "x.test", T0)
+    detail = c.consumers.before_fetch(item, T0 + 1)        # over its 2 a day: denied (a stream line)
+    assert detail
+    c.decide(URLS[0], "x.test", "", Reason.QUOTA, detail, T0 + 1)
+    c.commit()
+    later = crawler(tmp_path, CFG)                         # the same crawl folder, a later day
+    later.clock.t = T0 + 2 * 86_400
+    store = SqliteConsumerStore(tmp_path / "crawl.db")
+    try:
+        later.consumers.attach(store, tmp_path, later.clock.t)
+        later.consumers.poll(later.clock.t)
+        assert later.consumers.requeued == 1 and later.store.url_record(URLS[0])["state"] == "queued"
+    finally:
+        store.close()

@@ -16,6 +16,7 @@
     courtly worker --db DSN [--out DIR|URL]   a distributed worker (PostgreSQL)
     courtly submit --db DSN URL... | --seeds-file F   create a distributed crawl, add seeds
     courtly status --db DSN       workers, partitions, leases and queues of a distributed crawl
+    courtly probe --db DSN --region R   probe the crawl's keys from a region, choose their homes
     courtly alerts                the Prometheus alerting rules for courtly's metrics
     courtly watch add|list|remove|pause|changes|dead|feed --out DIR ...
                                   the watch list of a monitor crawl (courtly watch --help)
@@ -46,6 +47,7 @@ from typing import NoReturn
 
 from courtly.cli_log import json_logs, say, setup_logging
 from courtly.cli_parser import build_parser
+from courtly.cli_region import cmd_probe, pairs, region_config
 
 __all__ = ["main", "run"]
 
@@ -161,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_submit(args)
         if args.command == "status":
             return _cmd_status(args)
+        if args.command == "probe":
+            return cmd_probe(args, region_config(config_from_args(args), args))
         if args.command == "alerts":
             from importlib import resources
 
@@ -383,7 +387,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from courtly.runtime.cluster import new_worker_id, run_worker
     from courtly.runtime.wiring import UsageError, resolve_overrides, run_async
 
-    cfg = config_from_args(args)
+    cfg = region_config(config_from_args(args), args)
     resolve_overrides(cfg)
     if cfg.crawl.intent == "monitor":
         raise UsageError("courtly worker crawls with intent 'archive' or 'search' (a watch list is single-machine)")
@@ -393,7 +397,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     status = _parse_status(args.status)
     for w in cfg.warnings():
         say(w, "warning")
-    say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}, WARC to {args.out})")
+    say(f"worker {worker_id} starting (database {args.db.split('@')[-1]}"
+        f"{f', region {cfg.distributed.region}' if cfg.distributed.region else ''}, "
+        f"WARC to {args.out or 'the region storage or crawl-out'})")
     worker, stats = run_async(run_worker(cfg, args.db, args.out, worker_id=worker_id,
                                          exit_when_done=args.exit_when_done, spool=args.spool, status=status))
     elapsed = max(1e-9, time.time() - stats.started_at)
@@ -418,8 +424,12 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         raise UsageError("submit wants --db DSN (a distributed crawl) or --consumer NAME --out DIR")
     if args.partitions < 1:
         raise UsageError("--partitions must be at least 1")
-    done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key))
-    say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued")
+    regions = tuple(r.strip() for r in (args.regions or "").split(",") if r.strip())
+    done = run_async(submit(args.db, seeds, partitions=args.partitions, politeness_key_mode=args.politeness_key,
+                            regions=regions, storage=pairs("--region-storage", args.region_storage),
+                            homes=pairs("--home", args.home)))
+    say(f"crawl has {done['partitions']} partitions; {done['seeds']} seed(s), {done['queued']} newly queued"
+        + (f"; regions {', '.join(done['regions'])}" if done["regions"] else ""))
     return 0
 
 

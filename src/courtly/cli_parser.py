@@ -192,13 +192,25 @@ def _view_commands(sub) -> None:
                         "files and link captures to it (default: link the raw archived record)")
 
 
+def _region_options(p: argparse.ArgumentParser) -> None:
+    """`worker` and `probe`: the region they act for (distributed.region and
+    distributed.source_address in the config)."""
+    p.add_argument("--region", help="this process's region in a crawl of several (default: the config's "
+                                    "distributed.region, none)")
+    p.add_argument("--source-address", metavar="IP",
+                   help="local IP requests leave from, the region's egress (default: the config's "
+                        "distributed.source_address, the system's choice)")
+
+
 def _distributed_commands(sub, logs) -> None:
     w = sub.add_parser("worker", parents=[logs],
                        help="run a distributed worker against PostgreSQL (docs/distributed.md)")
     w.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
-    w.add_argument("--out", default="crawl-out",
-                   help="WARC output: a folder or an fsspec URL such as s3://bucket/crawl (default: crawl-out)")
+    w.add_argument("--out", default=None,
+                   help="WARC output: a folder or an fsspec URL such as s3://bucket/crawl (default: the storage "
+                        "the crawl declares for --region, else crawl-out)")
     _crawl_options(w)
+    _region_options(w)
     w.add_argument("--worker-id", help="this worker's id (default: host-pid-random; used in WARC file names)")
     w.add_argument("--spool", help="local spool folder for WARC files bound for an fsspec URL")
     w.add_argument("--quiet", action="store_true", help="only the start and end lines")
@@ -225,6 +237,22 @@ def _distributed_commands(sub, logs) -> None:
                    help="partitions of a new crawl (fixed once created; default 1024)")
     s.add_argument("--politeness-key", choices=["domain", "host"], default="domain",
                    help="must match the workers' crawl.politeness_key (default: domain)")
+    s.add_argument("--regions", metavar="R1,R2",
+                   help="a new crawl's regions, in order; the first is every key's default home "
+                        "(default: one region; docs/distributed.md, section 7)")
+    s.add_argument("--region-storage", action="append", default=[], metavar="REGION=URL",
+                   help="where REGION's workers write WARC files (folder or fsspec URL; repeatable; default: "
+                        "each worker's --out)")
+    s.add_argument("--home", action="append", default=[], metavar="KEY=REGION",
+                   help="configured home region of a politeness key; probes never move it (repeatable)")
+    pr = sub.add_parser("probe", help="probe a distributed crawl's keys from one region and choose their home "
+                                      "regions (docs/distributed.md, section 7)")
+    pr.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
+    _crawl_options(pr)
+    _region_options(pr)
+    pr.add_argument("--samples", type=int, default=3,
+                    help="robots.txt probes per key from this region (default: %(default)s)")
+    pr.add_argument("--json", action="store_true", help="print JSON instead of text")
     st = sub.add_parser("status", help="workers, partitions per owner, leases and queues of a distributed crawl")
     st.add_argument("--db", required=True, metavar="DSN", help="postgresql://user@host[:port]/database")
     st.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -400,8 +400,20 @@ class DistributedSection:
     local_queue_max: int = 50_000      # no claim while this many URLs wait in the worker's frontier
     store_retry_s_max: float = 10.0    # back-off cap while PostgreSQL is unreachable
     pool_max: int = 8                  # connections per worker
+    region: str = ""                   # this worker's region in a crawl of several (issue 21; --region)
+    source_address: str = ""           # local IP the worker's requests leave from ('' = the system's choice)
 
     def __post_init__(self) -> None:
+        if self.region and not all(c.isalnum() or c == "-" for c in self.region):
+            raise ConfigError(f"distributed.region may hold letters, digits and '-' only: {self.region!r}")
+        if self.source_address:
+            import ipaddress
+
+            try:
+                ipaddress.ip_address(self.source_address)
+            except ValueError:
+                raise ConfigError(f"distributed.source_address is not an IP address: {self.source_address!r}") \
+                    from None
         for name in ("lease_ttl_s", "renew_before_s", "stop_margin_s", "renew_retry_s", "heartbeat_s",
                      "live_s", "rebalance_s", "claim_s", "store_retry_s_max"):
             _positive(f"distributed.{name}", getattr(self, name))

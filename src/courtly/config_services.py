@@ -102,7 +102,7 @@ class ConsumerSection:
     name: str
     fetches_per_day: int = 0           # requests a UTC day; 0: no limit
     weight: float = 1.0                # its share of a host's turns against other consumers
-    sink: str = ""                     # folder for its results.jsonl (relative: to the crawl folder)
+    sink: str = ""                     # folder for its results.jsonl (relative: to the crawl folder), or a webhook URL
     priority_min: int = 0              # the priority bands (0 highest .. 7) it may submit with
     priority_max: int = 7
     priority: int = 1                  # the band of its submissions unless --priority says otherwise
@@ -123,5 +123,12 @@ class ConsumerSection:
                               f"{self.priority_min}..{self.priority_max}")
         if not 0 <= self.host_share <= 1:
             raise ConfigError(f"consumer {self.name}: host_share must be within 0..1, not {self.host_share}")
-        if self.sink.startswith(("http://", "https://")):
-            raise ConfigError(f"consumer {self.name}: sink must be a folder (webhook sinks are not supported yet)")
+        if self.sink.startswith(("http://", "https://")):   # a webhook (shell/stream_webhook)
+            from urllib.parse import urlsplit
+
+            try:
+                host = urlsplit(self.sink).hostname
+            except ValueError:
+                host = None
+            if not host or any(c.isspace() for c in self.sink):
+                raise ConfigError(f"consumer {self.name}: sink {self.sink!r} is not a webhook URL")

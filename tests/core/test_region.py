@@ -86,3 +86,13 @@ def test_an_export_refuses_to_mix_regions_unless_told():
     with pytest.raises(RegionError, match="mix regions eu, us"):
         check_mix(["eu", "us"])
     assert check_mix(["eu", "us"], allow_mixed=True) == {"eu", "us"}
+
+
+def test_a_404_answer_serves_a_region_and_a_5xx_does_not():
+    # robots.txt probes: a host without robots.txt answers 404, which is an answer
+    choice = choose_home(_probes("us", 0.010, status=451) + _probes("eu", 0.300, status=404), REGIONS,
+                         default="us")
+    assert (choice.region, choice.reason) == ("eu", HomeReason.GEO_BLOCK)
+    choice = choose_home(_probes("us", 0.010, status=503) + _probes("eu", 0.300, status=503), REGIONS,
+                         default="us")
+    assert choice.reason is HomeReason.DEFAULT

@@ -11,7 +11,6 @@ PostgreSQL restarted mid-crawl.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -19,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from courtly.core.urls import partition_of, politeness_key
@@ -28,6 +26,7 @@ from courtly.sim.manifest import web_from_manifest
 from courtly.sim.reqlog import load_log
 from dist_support import (CRAWL_DELAY_S_MAX, DELAY_S, PARTITIONS, TTL_S, Cluster, agent_of,
                           wait_for_log_lines, write_dist_config)
+from dist_support import db_rows as _db
 from pg_support import pg_fixture
 
 pytestmark = pytest.mark.slow
@@ -37,16 +36,6 @@ postgres = pg_fixture(scope="module")
 SIM_ARGS = ["--profile", "demo", "--hosts", "12", "--pages-per-host", "20", "--seed", "12",
             "--robots-hang-s", "5"]
 WORKERS = ("w1", "w2", "w3")
-
-
-def _db(dsn: str, sql: str, *args) -> list:
-    async def go():
-        conn = await asyncpg.connect(dsn)
-        try:
-            return await conn.fetch(sql, *args)
-        finally:
-            await conn.close()
-    return asyncio.run(go())
 
 
 @pytest.fixture

@@ -148,13 +148,16 @@ def test_a_worker_builds_one_engine_with_the_cluster_strategies_and_writes_the_b
     from types import SimpleNamespace
 
     from courtly.config import Config
+    from courtly.core.sitekey import partition_of
     from courtly.runtime.crawler import Crawler
     from courtly.runtime.worker import Worker
     from clock_support import ManualClock
 
     assert not issubclass(Worker, Crawler)
     w = Worker(Config(), clock=ManualClock(1_700_000_000.0), resolver=None, fetcher=None,
-               warc=SimpleNamespace(flush=lambda: None), store=SimpleNamespace(partitions=8), extractor=None,
+               warc=SimpleNamespace(flush=lambda: None), store=SimpleNamespace(partitions=8, region_range=lambda: None,
+                                                        partition_of_key=lambda key: partition_of(key, 8)),
+               extractor=None,
                worker_id="w1")
     assert isinstance(w.engine, Crawler)
     assert (w.engine.tenancy, w.engine.sending) == (w.parts, w.slots)

@@ -26,6 +26,14 @@ class _Pg:
         self.complaint_rows: list[tuple] = []   # id, host, key, contact, note, recorded_at, resolved_at
         self.asked_after: list[int] = []
 
+    def region_range(self) -> None:        # one region: every partition
+        return None
+
+    def partition_of_key(self, key: str) -> int:
+        from courtly.core.sitekey import partition_of
+
+        return partition_of(key, self.partitions)
+
     async def purges(self, after_id: int = 0) -> list[tuple]:
         self.asked_after.append(after_id)
         return [r for r in self.purge_rows if r[0] > after_id]

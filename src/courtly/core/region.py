@@ -71,7 +71,9 @@ class HomeChoice:
 
 
 def _answered(p: Probe) -> bool:
-    return p.rtt_s is not None and 200 <= p.status < 400
+    """The host served this region: any HTTP answer but a refusal (403/451) or
+    a server error (a robots.txt probe answered 404 is an answer)."""
+    return p.rtt_s is not None and 200 <= p.status < 500 and p.status not in BLOCKED_STATUSES
 
 
 def choose_home(probes: Iterable[Probe], regions: Sequence[str], *, default: str, current: str = "",

@@ -4,8 +4,10 @@
                                 resolver, extraction pool and WARC writer as
                                 `courtly crawl` (WARC into a folder or an
                                 fsspec URL, names carrying the worker id)
-    submit(dsn, seeds, P)       create the crawl (P partitions, fixed) and
-                                route the seeds like discovered URLs
+    submit(dsn, seeds, P)       create the crawl (P partitions, fixed; with
+                                `regions`, each region's range, storage and
+                                configured homes) and route the seeds like
+                                discovered URLs
     status(dsn)                 workers, partitions per owner, leases, queues
 
 Errors a user can cause (a malformed DSN, a database that cannot be reached,
@@ -26,6 +28,7 @@ from courtly.config import Config, ConfigError
 from courtly.core.urls import UrlError, normalize_url, politeness_key, split_origin
 from courtly.ports import Batch
 from courtly.runtime.crawler import SEED_BAND
+from courtly.runtime.homing import RegionSetupError, probe, region_output
 from courtly.runtime.wiring import build_network, start_servers, status_server, stop_on_signals, warcinfo
 from courtly.runtime.worker import Worker
 from courtly.shell.blob import open_warc_output
@@ -55,12 +58,12 @@ def _check_dsn(dsn: str) -> None:
 
 
 async def open_store(dsn: str, *, partitions: int | None = None, pool_max: int = 8,
-                     need_crawl: bool = True) -> PostgresStore:
+                     need_crawl: bool = True, region: str = "") -> PostgresStore:
     _check_dsn(dsn)
     try:
         store = await asyncio.wait_for(
             PostgresStore.open(dsn, partitions=partitions, pool_min=0, pool_max=pool_max,
-                               command_timeout_s=COMMAND_TIMEOUT_S), CONNECT_TIMEOUT_S)
+                               command_timeout_s=COMMAND_TIMEOUT_S, region=region), CONNECT_TIMEOUT_S)
     except asyncio.TimeoutError as e:
         raise ClusterError(f"cannot reach PostgreSQL at {_safe(dsn)}: no answer in {CONNECT_TIMEOUT_S:.0f} s") from e
     except StoreUnavailable as e:
@@ -92,12 +95,19 @@ def _first_line(e: BaseException) -> str:
 
 # ---- worker -----------------------------------------------------------------------------------
 
-async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None = None,
+async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str | None = None,
                      exit_when_done: bool = False, spool: str | None = None,
                      install_signals: bool = True, on_start=None, status: tuple[str, int] | None = None):
-    """`status`: serve /metrics and the status page on (host, port), as `courtly crawl --status`."""
+    """`status`: serve /metrics and the status page on (host, port), as `courtly crawl --status`.
+    `out` None: the worker's region's storage (runtime/homing), else crawl-out."""
     worker_id = worker_id or new_worker_id()
-    store = await open_store(dsn, pool_max=cfg.distributed.pool_max)
+    region = cfg.distributed.region
+    store = await open_store(dsn, pool_max=cfg.distributed.pool_max, region=region)
+    try:
+        out = region_output(store, region, out)
+    except RegionSetupError as e:
+        await store.close()
+        raise ClusterError(str(e)) from e
     mode = await store.get_meta("politeness_key")
     if mode and mode != cfg.crawl.politeness_key:
         await store.close()
@@ -112,9 +122,12 @@ async def run_worker(cfg: Config, dsn: str, out: str, *, worker_id: str | None =
     warc = None
     servers: list = []
     try:
-        warc = open_warc_output(out, worker_id, prefix=cfg.warc.prefix, spool=spool,
-                                file_bytes_max=cfg.warc.file_bytes_max, warcinfo=warcinfo(cfg),
-                                fsync=cfg.warc.fsync)
+        # every WARC file of a region carries its residency tag (name, warcinfo, each record)
+        info = {**warcinfo(cfg), **({"courtly-region": region} if region else {})}
+        warc = open_warc_output(out, worker_id, prefix=f"{cfg.warc.prefix}-{region}" if region else cfg.warc.prefix,
+                                spool=spool, file_bytes_max=cfg.warc.file_bytes_max, warcinfo=info,
+                                fsync=cfg.warc.fsync,
+                                record_fields={"Courtly-Region": region} if region else None)
         worker = Worker(cfg, clock=SystemClock(), resolver=resolver, fetcher=fetcher, warc=warc,
                         store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done)
         with stop_on_signals(worker.stop, install_signals):
@@ -152,12 +165,42 @@ async def same_rules(store, cfg: Config) -> None:
         await store.apply(Batch(meta=meta))
 
 
+async def probe_region(cfg: Config, dsn: str, *, samples: int = 3) -> dict:
+    """`courtly probe`: runtime/homing.probe with this region's network (its
+    egress, network policy and resolver, as a worker's)."""
+    store = await open_store(dsn, pool_max=4, region=cfg.distributed.region)
+    resolver, fetcher, extractor = build_network(cfg)
+    await extractor.close()          # probes are not parsed
+    try:
+        return await probe(cfg, store, resolver, fetcher, SystemClock(), samples=samples)
+    except RegionSetupError as e:
+        raise ClusterError(str(e)) from e
+    except StoreUnavailable as e:
+        raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
+    finally:
+        await fetcher.close()
+        await store.close()
+
+
 # ---- submit -----------------------------------------------------------------------------------
 
-async def submit(dsn: str, seeds: list[str], *, partitions: int, politeness_key_mode: str = "domain") -> dict:
-    """Create the crawl (or check its partition count) and add `seeds`."""
+async def submit(dsn: str, seeds: list[str], *, partitions: int, politeness_key_mode: str = "domain",
+                 regions: tuple[str, ...] = (), storage: dict[str, str] | None = None,
+                 homes: dict[str, str] | None = None) -> dict:
+    """Create the crawl (or check its partition count) and add `seeds`. With
+    `regions` (in order; the first is every key's default home): each
+    region's partition range, its WARC `storage`, and configured `homes`."""
     store = await open_store(dsn, partitions=partitions, need_crawl=False)
     try:
+        if regions or storage or homes:
+            try:
+                if regions:
+                    await store.create_regions(regions, storage or {})
+                elif storage:
+                    raise ClusterError("--region-storage needs --regions")
+                await store.set_homes(homes or {})
+            except (StoreError, ValueError) as e:
+                raise ClusterError(_first_line(e)) from e
         mode = await store.get_meta("politeness_key")
         if mode and mode != politeness_key_mode:
             raise ClusterError(f"this crawl uses politeness key '{mode}', not '{politeness_key_mode}'")
@@ -177,7 +220,8 @@ async def submit(dsn: str, seeds: list[str], *, partitions: int, politeness_key_
         if not await store.get_meta("crawl_id"):
             meta["crawl_id"] = os.urandom(6).hex()
         await store.apply(Batch(meta=meta))
-        return {"partitions": store.partitions, "seeds": len(urls), "queued": len(added)}
+        return {"partitions": store.partitions, "seeds": len(urls), "queued": len(added),
+                "regions": list(store.layout.regions) if store.layout else []}
     except StoreUnavailable as e:
         raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
     finally:
@@ -195,6 +239,8 @@ async def status_data(dsn: str, live_s: float = 15.0) -> dict:
         inbox = await store.queued_by_partition()
         inboxes = await store.queue_sizes()
         counts = await store.counts()
+        regions = {r: {"partitions": len(store.layout.range_of(r)), "storage": store.storage.get(r, "")}
+                   for r in (store.layout.regions if store.layout else ())}
     except StoreUnavailable as e:
         raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
     finally:
@@ -205,7 +251,8 @@ async def status_data(dsn: str, live_s: float = 15.0) -> dict:
     return {
         "partitions": len(leases),
         "workers": [{"id": w, "up_s": round(up, 1), "heartbeat_age_s": round(age, 1), "live": age < live_s,
-                     "partitions": owners.get(w, 0)} for w, up, age in workers],
+                     "partitions": owners.get(w, 0), "region": region} for w, up, age, region in workers],
+        "regions": regions,
         "unowned": sum(1 for l in leases if not l.owner),
         "expired_leases": expired,
         "lease_left_s": {"min": round(min(left), 1), "max": round(max(left), 1)} if left else None,
@@ -232,10 +279,13 @@ def render_status(d: dict) -> str:
              f"{d['unowned']} free, {d['expired_leases']} expired; highest epoch {d['max_epoch']}"]
     if d["lease_left_s"]:
         lines.append(f"leases end in {d['lease_left_s']['min']}-{d['lease_left_s']['max']} s")
+    for name, r in d["regions"].items():
+        lines.append(f"region {name}: {r['partitions']} partitions, WARC to {r['storage'] or 'each worker --out'}")
     lines.append(f"workers ({len(d['workers'])}):")
     for w in d["workers"]:
         lines.append(f"  {w['id']:<40} {'live' if w['live'] else 'DEAD':<4}  heartbeat {w['heartbeat_age_s']:>6.1f} s"
-                     f" ago  up {w['up_s']:>8.1f} s  {w['partitions']:>5} partitions")
+                     f" ago  up {w['up_s']:>8.1f} s  {w['partitions']:>5} partitions"
+                     + (f"  region {w['region']}" if w["region"] else ""))
     lines.append(f"queued URLs {d['queued']} (inbox, not yet claimed: {d['inbox']})")
     for owner, n in sorted(d["queued_by_owner"].items()):
         lines.append(f"  {owner:<40} {n:>8}")

@@ -17,12 +17,18 @@ named consumers ask it for URLs and each gets its own results.
   against its quota (core/consumers.Ledger); those within it are charged. If
   none is, the URL is decided with reason `quota` (a Decision, never a silent
   drop); a consumer turned away from a URL others take gets a `denied` line.
+  An over-quota consumer waits: at the first commit of each new UTC day
+  (`_new_day`) every URL a quota turned away is queued again (read back into
+  the frontier through runtime/overflow, bounded) and checked again against
+  the new day's quota. A crawl resumed on a later day than its last quota
+  denial does the same at load.
 * A key's batch is put in weighted-fair order across its consumers (`order`);
   with consumers a lease takes at least FAIR_WINDOW URLs (`lease_size`), so
   even a key whose delay gives one URL a lease has a choice of whose is next.
 * At each commit (after the WARC flush and the store batch) the batch's page
   requests become result lines in each consumer's `results.jsonl` in its sink
-  folder, and rows in `consumer_results` (the chargeback); new purges become a
+  folder (a webhook sink: consumers/NAME, forwarded by shell/stream_webhook),
+  and rows in `consumer_results` (the chargeback); new purges become a
   `purge` line in every stream.
 
 Rules: `now` from the crawler's clock; streams are written at least once
@@ -55,8 +61,12 @@ OWNED_URLS_MAX = 5_000_000
 TAKEN_MAX = 100_000          # requests charged and not yet seen in a commit   # URLs whose consumers are remembered; past it, the oldest are forgotten
 
 
-def stream_path(sink: str, out: Path) -> Path:
-    """A consumer's results file: `results.jsonl` in its sink folder (relative: to the crawl folder)."""
+def stream_path(sink: str, out: Path, name: str = "") -> Path:
+    """A consumer's results file: `results.jsonl` in its sink folder (relative:
+    to the crawl folder); a webhook sink keeps its stream in consumers/NAME
+    (shell/stream_webhook forwards it)."""
+    if sink.startswith(("http://", "https://")):
+        sink = f"consumers/{name}"
     folder = Path(sink)
     return (folder if folder.is_absolute() else out / folder) / "results.jsonl"
 
@@ -79,6 +89,8 @@ class Consumers:
         self._rows: list[ResultRow] = []               # denials and late deliveries for the next commit
         self._streams: dict[str, Path] = {}
         self._cursors = {"submissions": 0, "purges": 0}
+        self._day = -1                                 # the UTC day of the last poll
+        self.requeued = 0                              # URLs queued again at a new day (quota waits)
         # per consumer, for the metrics (shell/metrics: courtly_consumer_*)
         self.counters = {k.name: {"fetches": 0, "bytes": 0, "shared": 0, "denied": 0, "charged": 0.0}
                          for k in cfg.consumers}
@@ -90,7 +102,7 @@ class Consumers:
         self.enabled = True
         self.store = store
         for k in self.c.cfg.consumers:
-            path = stream_path(k.sink or f"consumers/{k.name}", out)
+            path = stream_path(k.sink or f"consumers/{k.name}", out, k.name)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._streams[k.name] = path
         for name in self._cursors:
@@ -139,6 +151,7 @@ class Consumers:
         """Take new submissions and purges (at load and at every commit)."""
         if not self.enabled:
             return
+        self._new_day(now)
         subs = self.store.submissions(self._cursors["submissions"])
         for s in subs:
             self._take(s.consumer, s.url, s.priority, now)
@@ -154,6 +167,24 @@ class Consumers:
             self._cursors["purges"] = purges[-1][0]
         if subs or purges or self._rows:
             self._flush_rows()
+
+    def _new_day(self, now: float) -> None:
+        """At a new UTC day the quotas start again: the URLs they turned away
+        are queued again (see the module doc)."""
+        day = day_of(now)
+        if day == self._day:
+            return
+        first, self._day = self._day < 0, day
+        if first:
+            last = self.store.last_denied_at()
+            if last is None or day_of(last) == day:
+                return     # none, or denied today: they wait for the next day
+        for key, n in self.store.requeue_all_quota().items():
+            self.c.overflow.note(key, n)
+            self.requeued += n
+        if self.requeued:
+            log.info("a new UTC day: %d URL(s) a quota turned away are queued again", self.requeued,
+                     extra={"event": "quota_requeued", "urls": self.requeued})
 
     def _take(self, consumer: str, raw: str, priority: int, now: float) -> None:
         c = self.c

@@ -75,6 +75,15 @@ class Overflow:
         self.spilled += 1
         return True
 
+    def note(self, key: str, n: int) -> None:
+        """`n` URLs of `key` became queued records in the store without passing
+        through `queue` (turned away by a quota, queued again at a new day):
+        read back like those kept out."""
+        if n > 0:
+            self._keys[key] = self._keys.get(key, 0) + n
+            self._total += n
+            self.c.wake()
+
     def refill(self, now: float) -> int:
         """Read URLs back for keys running low. Call right after a commit."""
         if not self._keys:

@@ -12,7 +12,10 @@ heartbeat, the next rebalance. Each pass
    `asked_at` measured before sending, answers fed back with the time they
    arrived (an answer after the stop instant is never used);
 2. heartbeats (every `heartbeat_s`);
-3. rebalances (every `rebalance_s`): `plan_rebalance` over the live workers.
+3. rebalances (every `rebalance_s`): `plan_rebalance` over the live workers
+   of this worker's region and the partitions it may lease (all of them, or
+   its home region's range in a crawl of several regions: a worker never
+   leases another region's partition, so it never fetches a key homed there).
    A partition to give away is *drained*: its gate closes, its fetch tasks
    end, the worker commits (its writes still carry the epoch), and only then
    is it released. A partition to take is acquired only when this worker has
@@ -62,10 +65,11 @@ class Listener(Protocol):
 
 
 class Ownership:
-    def __init__(self, store, worker_id: str, partitions: int, cfg, clock, listener: Listener) -> None:
+    def __init__(self, store, worker_id: str, partitions: int | range, cfg, clock, listener: Listener) -> None:
         self.store = store
         self.worker_id = worker_id
-        self.partitions = partitions
+        # the partitions this worker may lease: 0..P-1, or its region's range
+        self.leasable = partitions if isinstance(partitions, range) else range(partitions)
         self.cfg = cfg
         self.clock = clock
         self.listener = listener
@@ -213,15 +217,18 @@ class Ownership:
     async def _rebalance(self) -> None:
         live = await self.store.live_workers(self.cfg.live_s)
         held = self.fetching()
-        plan = plan_rebalance(self.worker_id, self.partitions, live, held)
+        mine = self.leasable
+        # the plan is over positions in `mine` (contiguous), mapped back to partitions
+        plan = plan_rebalance(self.worker_id, len(mine), live, [p - mine.start for p in held if p in mine])
+        release = [mine.start + i for i in plan.release] + [p for p in held if p not in mine]
         now = self.clock.now()
-        for p in plan.release:
+        for p in release:
             v = self.views[p]
             v2, _effects = v.on(Input.RELEASE, now)
             self.views[p] = v2
             self.draining[p] = v.epoch
             self.listener.stop_fetching(p)
-        want = [p for p in plan.acquire
+        want = [p for p in (mine.start + i for i in plan.acquire)
                 if p not in self.draining and p not in self._to_release and not self.listener.busy(p)]
         if not want:
             return

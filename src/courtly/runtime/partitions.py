@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Callable
 from dataclasses import dataclass, field
 
 from courtly.core.urls import partition_of, politeness_key, split_origin
@@ -77,9 +78,13 @@ class Partitions:
     routes = True
     endless = True     # a worker waits for more work; it stops on stop()
 
-    def __init__(self, own: Ownership, partitions: int, cfg, clock, stats: WorkerStats) -> None:
+    def __init__(self, own: Ownership, partitions: int, cfg, clock, stats: WorkerStats, *,
+                 part_of_key: Callable[[str], int] | None = None) -> None:
         self.own = own
         self.n = partitions
+        # the store's answer when keys have home regions (pg_region): a key's
+        # partition lies in its home region's range, not simply hash mod n
+        self._part_of_key = part_of_key
         self.mode = cfg.crawl.politeness_key
         self.clock = clock
         self.stats = stats
@@ -89,7 +94,7 @@ class Partitions:
         self._hold_until = 0.0                    # keys first seen before this wait (take-over)
 
     def partition(self, key: str) -> int:
-        return partition_of(key, self.n)
+        return partition_of(key, self.n) if self._part_of_key is None else self._part_of_key(key)
 
     def partition_of_url(self, url: str) -> int:
         try:

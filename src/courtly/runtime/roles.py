@@ -115,6 +115,7 @@ class ConsumersHost(_Queues, Protocol):
     seen: SeenFilter
     politeness: Politeness
     admission: Admits
+    overflow: Any    # runtime/overflow.Overflow: `note` (URLs queued again at a new day)
 
 
 class OverflowHost(_Queues, Protocol):

@@ -211,6 +211,7 @@ def build_network(cfg: Config, *, send_gate: bool = False) -> tuple[SafeResolver
         decode_ratio_max=f.decode_ratio_max, header_bytes_max=f.header_bytes_max, send_gate=send_gate,
         connections_max=connections_that_fit(f.connections_max),
         accept_encoding=", ".join(f.accept_encodings) or "identity",
+        source_address=cfg.distributed.source_address,
     )
     e = cfg.extract
     # 8 pages in flight per worker, not 2: the worker finds its next page waiting
@@ -320,12 +321,19 @@ async def run_crawl(
             if on_started is not None:
                 await on_started()
             sender = asyncio.create_task(monitor[2].run()) if monitor else None
+            hooks = consumer_webhooks(cfg, out, clock)        # consumers whose sink is a URL
+            forwarding = [asyncio.create_task(h.run()) for h in hooks]
             try:
                 stats = await crawler.run()
             finally:
                 if sender is not None:
                     sender.cancel()
                     await asyncio.gather(sender, return_exceptions=True)
+                for t in forwarding:
+                    t.cancel()
+                await asyncio.gather(*forwarding, return_exceptions=True)
+                for h in hooks:                               # what the last commit wrote
+                    await h.stop()
             if crawler.fatal is not None:
                 raise crawler.fatal
             return stats
@@ -343,6 +351,15 @@ async def run_crawl(
             warc.close()
         finally:   # a full disk can fail the WARC file's last flush: the store still closes
             store.close()
+
+
+def consumer_webhooks(cfg: Config, out: Path, clock) -> list:
+    """A StreamForwarder per consumer whose sink is a URL (shell/stream_webhook)."""
+    from courtly.runtime.consumers import stream_path
+    from courtly.shell.stream_webhook import StreamForwarder, is_webhook
+
+    return [StreamForwarder(clock, k.name, stream_path(k.sink, out, k.name), k.sink, secret=cfg.monitor.webhook_secret)
+            for k in cfg.consumers if is_webhook(k.sink)]
 
 
 def _attach_monitor(crawler: Crawler, out: Path, clock):

@@ -118,8 +118,8 @@ class Worker:
         self.dist = cfg.distributed
         self.nparts = store.partitions
         self.wstats = WorkerStats()
-        self.own = Ownership(store, worker_id, self.nparts, self.dist, clock, self)
-        self.parts = Partitions(self.own, self.nparts, cfg, clock, self.wstats)
+        self.own = Ownership(store, worker_id, store.region_range() or self.nparts, self.dist, clock, self)
+        self.parts = Partitions(self.own, self.nparts, cfg, clock, self.wstats, part_of_key=store.partition_of_key)
         self.slots = SharedIpSlots(store, cfg, self.parts, self.wstats)
         self.engine = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc, store=_Unshared(),
                               extractor=extractor,

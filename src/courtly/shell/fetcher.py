@@ -112,6 +112,7 @@ class Http1Fetcher:
         ssl_context: ssl.SSLContext | None = None,
         wall_clock: Callable[[], float] = time.time,
         send_gate: bool = False,
+        source_address: str = "",
     ) -> None:
         for name, value in (("connect_s", connect_s), ("total_s", total_s), ("body_bytes_max", body_bytes_max),
                             ("decoded_bytes_max", decoded_bytes_max), ("decode_ratio_max", decode_ratio_max),
@@ -130,6 +131,8 @@ class Http1Fetcher:
         self._ssl = ssl_context
         self._wall_clock = wall_clock
         self._send_gate = send_gate
+        # a region's egress (distributed.source_address): connections leave from it
+        self._local_addr = (source_address, 0) if source_address else None
         self._base = {"User-Agent": user_agent, "Accept": accept, "Accept-Encoding": accept_encoding}
         for header, text in self._base.items():
             if not _header_ok(header, text):
@@ -297,7 +300,7 @@ class Http1Fetcher:
             async with asyncio.timeout(self._connect_s):
                 await loop.create_connection(
                     lambda: conn, ip, port, ssl=tls, server_hostname=host if tls is not None else None,
-                    ssl_handshake_timeout=self._connect_s if tls is not None else None,
+                    ssl_handshake_timeout=self._connect_s if tls is not None else None, local_addr=self._local_addr,
                 )
         except TimeoutError:
             raise _Failed(FetchError.TIMEOUT, f"connect to {ip}:{port} took over connect_s={self._connect_s}") from None

@@ -203,6 +203,7 @@ class WarcWriter:
         warcinfo: dict[str, str] | None = None,
         fsync: bool = True,
         gzip_level: int = 1,
+        record_fields: dict[str, str] | None = None,
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9._-]+", prefix):
             raise ValueError(f"prefix must be [A-Za-z0-9._-]+: {prefix!r}")
@@ -210,6 +211,11 @@ class WarcWriter:
             raise ValueError("file_bytes_max must be positive")
         if not 0 <= gzip_level <= 9:
             raise ValueError("gzip_level must be 0..9")
+        # named fields in every record's header (a region's residency tag: `Courtly-Region: eu`)
+        for name, value in (record_fields or {}).items():
+            if not re.fullmatch(r"[A-Za-z0-9-]+", name) or not re.fullmatch(r"[!-~]+", value):
+                raise ValueError(f"bad record field {name!r}: {value!r}")
+        self._fields = "".join(f"{k}: {v}\r\n" for k, v in (record_fields or {}).items())
         self.folder = Path(folder)
         self.prefix = prefix
         self.file_bytes_max = file_bytes_max
@@ -279,7 +285,7 @@ class WarcWriter:
         if b"transfer-" in lowered:
             response_head = _TRANSFER_ENCODING.sub(rb"X-Crawler-Transfer-Encoding\1", response_head)
         req_id, resp_id, meta_id = self._ids()
-        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
+        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n{self._fields}"
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
         meta = metadata_record(metadata, common, resp_id, meta_id) if metadata else None   # checks it
         if payload_digest is None:
@@ -344,7 +350,7 @@ class WarcWriter:
         date = warc_date(fetched_at)
         refers_date = warc_date(refers_to_date)
         req_id, rev_id, meta_id = self._ids()
-        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
+        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n{self._fields}"
         addressed = f"{common}WARC-IP-Address: {ip}\r\n" if ip else common
         revisit = (
             f"WARC/1.1\r\nWARC-Type: revisit\r\nWARC-Record-ID: {rev_id}\r\n{addressed}"
@@ -390,7 +396,7 @@ class WarcWriter:
                 raise ValueError(f"{name} is empty or has control characters: {value!r}")
         date = warc_date(fetched_at)
         conv_id, meta_id, _ = self._ids()
-        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n"
+        common = f"WARC-Target-URI: {url}\r\nWARC-Date: {date}\r\n{self._fields}"
         digest = payload_digest_of(body)
         record = (
             f"WARC/1.1\r\nWARC-Type: conversion\r\nWARC-Record-ID: {conv_id}\r\n{common}"

@@ -106,6 +106,15 @@ def _serve_parser() -> argparse.ArgumentParser:
                                                        f"(default: the profile's; demo: {d.special_share:g})")
     p.add_argument("--spa-hosts", type=int, help="single-page-app hosts whose links appear only after "
                                                  f"their script runs (sim/spa.py; default: {d.spa_hosts})")
+    p.add_argument("--region", action="append", default=[], metavar="NAME=SOURCE_IP",
+                   help="a region and the client source address its crawlers connect from (repeatable, in "
+                        "order; default: none, one region; sim/region.py)")
+    p.add_argument("--region-near", action="append", default=[], metavar="HOST=REGION",
+                   help="HOST is near REGION (default: every host is near the first region)")
+    p.add_argument("--region-block", action="append", default=[], metavar="HOST=REGION",
+                   help="HOST answers REGION's clients 451 only (geo-blocking; repeatable)")
+    p.add_argument("--far-latency-s", type=float, default=0.2,
+                   help="extra latency for a region a host is not near (default: %(default)s)")
     p.add_argument("--wild", help="also serve these sim/wildtrap sites (comma-separated kinds, or 'all': "
                                   "wild_calendar, wild_facets, wild_pagination, wild_session, wild_farm, "
                                   "wild_deep), each on <kind with dashes>.test (default: none)")
@@ -169,6 +178,33 @@ def _config(args: argparse.Namespace):
         wild=_wild_kinds(args.wild))
 
 
+def _regions(args: argparse.Namespace):
+    """--region/--region-near/--region-block -> a RegionWeb (None without --region);
+    a malformed value ends the command with one line (exit 2)."""
+    from courtly.sim.region import RegionWeb
+
+    def pairs(flag: str, values: list[str]) -> list[tuple[str, str]]:
+        out = []
+        for v in values:
+            a, sep, b = v.partition("=")
+            if not sep or not a or not b:
+                _serve_parser().exit(2, f"courtly simweb: error: {flag} wants A=B, not {v!r}\n")
+            out.append((a, b))
+        return out
+
+    regions = pairs("--region", args.region)
+    if not regions:
+        if args.region_near or args.region_block:
+            _serve_parser().exit(2, "courtly simweb: error: --region-near/--region-block need --region\n")
+        return None
+    try:
+        return RegionWeb(tuple(r for r, _ in regions), {ip: r for r, ip in regions},
+                         near=dict(pairs("--region-near", args.region_near)),
+                         blocked=dict(pairs("--region-block", args.region_block)), far_latency_s=args.far_latency_s)
+    except ValueError as e:
+        _serve_parser().exit(2, f"courtly simweb: error: {e}\n")
+
+
 def _wild_kinds(text: str | None) -> tuple[str, ...] | None:
     from courtly.sim.wildtrap import WILD_KINDS
 
@@ -191,7 +227,7 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with SimWebServer(config, log_path, port=args.port) as srv:
+    async with SimWebServer(config, log_path, port=args.port, regions=_regions(args)) as srv:
         if out is not None:
             _write_json(out / "hosts.json", srv.hosts_map)
             _write_json(out / "manifest.json", srv.manifest)

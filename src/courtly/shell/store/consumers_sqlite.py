@@ -100,6 +100,25 @@ class SqliteConsumerStore:
         except sqlite3.Error as e:
             raise StoreError(f"cannot queue {url} again in {self.path}: {e}") from e
 
+    def requeue_all_quota(self) -> dict[str, int]:
+        """Queue again every URL a quota turned away (a new UTC day: the quotas
+        start again); returns key -> how many (one statement, streamed)."""
+        out: dict[str, int] = {}
+        try:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                for (key,) in self._db.execute(
+                        "UPDATE urls SET state = 'queued', reason = NULL, detail = NULL"
+                        " WHERE state = 'skipped' AND reason = 'quota' RETURNING key"):
+                    out[key] = out.get(key, 0) + 1
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot queue the URLs a quota turned away again in {self.path}: {e}") from e
+        return out
+
+    def last_denied_at(self) -> float | None:
+        """When a quota last turned a request away (None: never)."""
+        return self._db.execute("SELECT max(at) FROM consumer_results WHERE kind = 'denied'").fetchone()[0]
+
     def cursor(self, name: str) -> int:
         row = self._db.execute("SELECT v FROM consumer_meta WHERE k = ?", (name,)).fetchone()
         return int(row[0]) if row else 0

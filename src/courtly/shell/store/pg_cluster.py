@@ -27,30 +27,35 @@ class ClusterMixin:
 
     # set by PostgresStore, like the `_one`, `_conn` and `_fence` used below
     statements: int
+    region: str
     ip_busy_wait_s: float
     _ip_tokens: dict[str, list[float]]
     _shared_acquired: Callable[[], None]   # pg_shared: partitions were granted
     # ---- workers and leases (database clock) --------------------------------------------------
 
     async def register(self, worker_id: str) -> float:
-        """Record a live worker; returns the database time."""
+        """Record a live worker (of this store's region); returns the database time."""
         return await self._one("fetchval",
-                               f"INSERT INTO workers VALUES ($1, {_NOW}, {_NOW}) ON CONFLICT (id) DO UPDATE"
-                               " SET started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at"
-                               " RETURNING heartbeat_at", worker_id)
+                               f"INSERT INTO workers (id, started_at, heartbeat_at, region) VALUES ($1, {_NOW},"
+                               f" {_NOW}, $2) ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at,"
+                               " heartbeat_at = excluded.heartbeat_at, region = excluded.region"
+                               " RETURNING heartbeat_at", worker_id, self.region)
 
     async def heartbeat(self, worker_id: str) -> float:
         """Refresh the worker's heartbeat (re-registers it if it was pruned)."""
         return await self._one("fetchval",
-                               f"INSERT INTO workers VALUES ($1, {_NOW}, {_NOW}) ON CONFLICT (id) DO UPDATE"
-                               " SET heartbeat_at = excluded.heartbeat_at RETURNING heartbeat_at", worker_id)
+                               f"INSERT INTO workers (id, started_at, heartbeat_at, region) VALUES ($1, {_NOW},"
+                               f" {_NOW}, $2) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+                               " RETURNING heartbeat_at", worker_id, self.region)
 
     async def deregister(self, worker_id: str) -> None:
         await self._one("execute", "DELETE FROM workers WHERE id = $1", worker_id)
 
     async def live_workers(self, ttl_s: float) -> list[str]:
+        """Live workers of this store's region (a worker shares partitions only
+        with its own region's)."""
         rows = await self._one("fetch", f"SELECT id FROM workers WHERE heartbeat_at > {_NOW} - $1"
-                               " ORDER BY id", ttl_s)
+                               " AND region = $2 ORDER BY id", ttl_s, self.region)
         return [r[0] for r in rows]
 
     async def db_now(self) -> float:
@@ -63,8 +68,10 @@ class ClusterMixin:
 
     async def acquire_many(self, partitions: Iterable[int], worker_id: str, ttl_s: float) -> dict[int, int]:
         """`acquire` for several partitions in one statement: partition -> epoch
-        for those granted. The FOR UPDATE waits for in-flight fenced batches."""
-        ids = sorted(set(partitions))
+        for those granted. The FOR UPDATE waits for in-flight fenced batches.
+        A store of a region grants only partitions of that region's range."""
+        mine = self.region_range()
+        ids = sorted(p for p in set(partitions) if mine is None or p in mine)
         for attempt in range(RETRIES):
             try:
                 rows = await self._one("fetch", (
@@ -148,10 +155,13 @@ class ClusterMixin:
             ), gone AS (
                 DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url
             )
-            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts
+            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts, u.partition
               FROM gone JOIN urls u ON u.url = gone.url WHERE u.state = 'queued' ORDER BY gone.id""",
             [p for p, _ in items], [e for _, e in items], limit)
-        return [tuple(r) for r in rows]
+        if self.layout is not None:
+            for r in rows:
+                self._learn(r[1], r[7])     # the key's partition as its URL row has it (pg_region)
+        return [tuple(r)[:7] for r in rows]
 
     async def queue_sizes(self) -> dict[int, int]:
         """partition -> URLs waiting in its inbox (status page)."""
@@ -190,6 +200,7 @@ class ClusterMixin:
     async def queue_state(self) -> tuple[bool, bool]:
         """(any URL at all, any URL still queued). A URL stays queued until the
         batch that fetched or decided it commits, so (True, False) means done."""
+        # every region's queue, not only this worker's: a region still crawling may forward links here
         row = await self._one("fetchrow", "SELECT EXISTS (SELECT 1 FROM urls),"
                               " EXISTS (SELECT 1 FROM urls WHERE state = 'queued')")
         return bool(row[0]), bool(row[1])
@@ -201,10 +212,10 @@ class ClusterMixin:
                                " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
         return {r[0]: r[1] for r in rows}
 
-    async def workers(self) -> list[tuple[str, float, float]]:
-        """(worker id, seconds since it started, seconds since its last heartbeat)."""
-        rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at FROM workers"
-                               " ORDER BY id")
+    async def workers(self) -> list[tuple[str, float, float, str]]:
+        """(worker id, seconds since it started, seconds since its last heartbeat, region)."""
+        rows = await self._one("fetch", f"SELECT id, {_NOW} - started_at, {_NOW} - heartbeat_at, region"
+                               " FROM workers ORDER BY id")
         return [tuple(r) for r in rows]
 
     async def queued_by_partition(self) -> dict[int, int]:

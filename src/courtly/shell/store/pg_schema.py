@@ -21,6 +21,11 @@ Versions:
      numbered in the order recorded, and a partition on simhashes and
      histories (filled from the URL records for older rows). Additive only (IF NOT EXISTS): if another migration takes
      this number first, renumbering is safe.
+  5. home regions (issue 21; shell/store/pg_region.py): `regions` (each
+     region's contiguous partition range), `homes` (key -> home region, why,
+     the regions that refuse it, the probe slot), `probes` (requests made
+     from each region to choose a home) and `workers.region`. Additive only
+     (IF NOT EXISTS), so it commutes with other branches' migrations.
 """
 
 from __future__ import annotations
@@ -218,7 +223,23 @@ CREATE INDEX IF NOT EXISTS histories_partition ON histories (partition, url);
 ALTER TABLE flags ADD COLUMN IF NOT EXISTS id bigserial;          -- the order recorded (iter_flags)
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED))
+# home regions (shell/store/pg_region): metadata only, global; the bytes stay in each region
+_V_REGIONS = """
+CREATE TABLE IF NOT EXISTS regions (name text PRIMARY KEY, idx integer NOT NULL UNIQUE,
+                                    first integer NOT NULL, count integer NOT NULL, storage text NOT NULL);
+CREATE TABLE IF NOT EXISTS homes (
+    key text PRIMARY KEY, region text NOT NULL, reason text NOT NULL,
+    blocked text NOT NULL DEFAULT '', probe_free_at double precision NOT NULL DEFAULT 0,
+    url text NOT NULL DEFAULT '');                     -- one URL of the key: its origin is probed
+CREATE TABLE IF NOT EXISTS probes (
+    key text NOT NULL, region text NOT NULL, at double precision NOT NULL,
+    rtt_s double precision, status integer NOT NULL, digest text NOT NULL);
+CREATE INDEX IF NOT EXISTS probes_key ON probes (key);
+ALTER TABLE workers ADD COLUMN IF NOT EXISTS region text NOT NULL DEFAULT '';
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),
+                                               (5, _V_REGIONS))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

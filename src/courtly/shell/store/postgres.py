@@ -13,6 +13,8 @@ How it works
 ------------
 * Partitions. `urls` and `hosts` carry `partition = partition_of(key, P)`; P
   is fixed in `meta` when the crawl is created (`open(dsn, partitions=P)`).
+  A crawl of several regions puts a key in its home region's range instead
+  (shell/store/pg_region.py).
   Leases follow core/lease.py exactly (the SQL is the model's `grant`,
   `extend`, `give_up`) on the *database* clock, so workers' clocks never
   decide who owns what.
@@ -65,9 +67,9 @@ from typing import Any
 
 import asyncpg
 
-from courtly.core.urls import partition_of
 from courtly.ports import Batch
 from courtly.shell.store.pg_cluster import RETRIES, RETRYABLE, ClusterMixin
+from courtly.shell.store.pg_region import RegionMixin, key_hash
 from courtly.ports import StaleEpochError, StoreUnavailableError
 from courtly.shell.store.pg_schema import LOCK_ID as _LOCK_ID, MIGRATIONS, NOW_SQL as _NOW, SCHEMA_VERSION, SchemaError
 from courtly.shell.store.pg_schema import migrate as _migrate
@@ -152,11 +154,17 @@ def _cols(rows: Sequence[tuple], n: int) -> list[list]:
 
 
 _NEW_URLS = """
-WITH up AS (
+WITH t AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
+                         $8::float8[], $9::text[]) AS t(url, partition, key, band, depth, redirects, via, at, h)
+), hm AS (   -- the key's home region (pg_region): read FOR SHARE, so a rehome is waited for, then seen
+    SELECT h.key, r.first, r.count FROM homes h JOIN regions r ON r.name = h.region
+     WHERE h.key IN (SELECT key FROM t) FOR SHARE OF h
+), up AS (
     INSERT INTO urls AS u (url, partition, key, state, band, depth, redirects, via, discovered_at)
-    SELECT url, partition, key, 'queued', band, depth, redirects, via, at
-      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::int[], $6::int[], $7::text[],
-                  $8::float8[]) AS t(url, partition, key, band, depth, redirects, via, at)
+    SELECT t.url, coalesce(hm.first + mod(t.h::numeric, hm.count)::int, t.partition), t.key, 'queued', t.band,
+           t.depth, t.redirects, t.via, t.at
+      FROM t LEFT JOIN hm ON hm.key = t.key
     ON CONFLICT (url) DO UPDATE SET state = 'queued', partition = excluded.partition, key = excluded.key,
         band = excluded.band, depth = excluded.depth, via = excluded.via, reason = NULL, detail = NULL
      WHERE u.state = 'skipped' AND u.reason = 'nofollow'   -- refused as nofollow, followed elsewhere
@@ -182,7 +190,7 @@ _APPEND = {  # table -> (columns, array types)
 }
 
 
-class PostgresStore(ClusterMixin, SharedMixin):
+class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
     """Crawl state shared by many workers. Open with `await PostgresStore.open(dsn)`."""
 
     def __init__(self, pool, partitions: int | None) -> None:
@@ -194,10 +202,12 @@ class PostgresStore(ClusterMixin, SharedMixin):
         self._ip_tokens: dict[str, list[float]] = {}
         self.key_mode = "domain"        # the crawl's politeness_key (meta), for rows kept by host
         self._shared_cache: dict[tuple[str, str], object] = {}   # pg_shared: rows as last written
+        self.storage: dict[str, str] = {}          # region -> WARC storage URL (pg_region)
+        self._part_cache: dict[str, int] = {}
 
     @classmethod
     async def open(cls, dsn: str, *, partitions: int | None = None, pool_min: int = 1, pool_max: int = 8,
-                   command_timeout_s: float = 60.0) -> "PostgresStore":
+                   command_timeout_s: float = 60.0, region: str = "") -> "PostgresStore":
         """Connect, migrate, and (with `partitions`) create the crawl or check that
         the existing one has that many partitions."""
         try:
@@ -209,6 +219,7 @@ class PostgresStore(ClusterMixin, SharedMixin):
         except asyncpg.PostgresError as e:
             raise StoreError(f"cannot open the crawl database: {e}") from e
         store = cls(pool, None)
+        store.region = region
         try:
             async with store._conn() as conn:
                 await migrate(conn)
@@ -218,6 +229,7 @@ class PostgresStore(ClusterMixin, SharedMixin):
                 raw = await conn.fetchval("SELECT v FROM meta WHERE k = 'partitions'")
                 store.partitions = int(raw) if raw is not None else None
                 store.key_mode = await conn.fetchval("SELECT v FROM meta WHERE k = 'politeness_key'") or "domain"
+                await store._load_regions(conn)
         except BaseException:
             await pool.close()
             raise
@@ -273,9 +285,7 @@ class PostgresStore(ClusterMixin, SharedMixin):
             return await getattr(conn, method)(sql, *args)
 
     def _partition(self, key: str) -> int:
-        if self.partitions is None:
-            raise StoreError("no crawl in this database: open it with partitions=P to create one")
-        return partition_of(key, self.partitions)
+        return self.partition_of_key(key)     # the key's home region's partition (pg_region)
 
     # ---- writes ----------------------------------------------------------------------
 
@@ -285,6 +295,8 @@ class PostgresStore(ClusterMixin, SharedMixin):
         -> epoch the caller holds). Returns False when `batch_id` was applied
         before (a retry after a lost COMMIT answer). Raises StaleEpoch."""
         epochs = dict(partition_epochs or {})
+        if self.layout is not None:
+            await self.ensure_homes([(r[1], r[0]) for r in (*batch.new_urls, *batch.decisions)])
         plan = self._plan(batch, epochs, fenced=partition_epochs is not None)
         for attempt in range(RETRIES):
             try:
@@ -302,7 +314,7 @@ class PostgresStore(ClusterMixin, SharedMixin):
         """Pure preparation: partitions, rounds and column arrays. Unfenced
         (no `partition_epochs`), the trap and soft-404 rows of every partition
         are written; fenced, only those of the partitions held."""
-        new = sorted(((u, self._partition(k), k, band, d, r, via, at)
+        new = sorted(((u, self._partition(k), k, band, d, r, via, at, str(key_hash(k)))
                       for u, k, band, d, r, via, at in b.new_urls), key=lambda r: r[0])
         owned, routed = [], []
         for url, key, via, at, state, reason, detail, depth in b.decisions:
@@ -340,7 +352,7 @@ class PostgresStore(ClusterMixin, SharedMixin):
                     return False
             for rows in plan["new"]:
                 self.statements += 1
-                await conn.execute(_NEW_URLS, *_cols(rows, 8))
+                await conn.execute(_NEW_URLS, *_cols(rows, 9))
             if b.requeued:
                 rows = sorted(_last_per(b.requeued, 1), key=lambda r: r[1])
                 touched |= await self._updated_partitions(conn, (
@@ -441,8 +453,10 @@ class PostgresStore(ClusterMixin, SharedMixin):
         queued now (new, or revived after a nofollow refusal)."""
         seen: set[str] = set()
         first = [r for r in rows if not (r[0] in seen or seen.add(r[0]))]
-        prepared = [(u, self._partition(k), k, band, d, r, via, at) for u, k, band, d, r, via, at in first]
-        got = await self._one("fetch", _NEW_URLS, *_cols(prepared, 8))
+        await self.ensure_homes((r[1], r[0]) for r in first)
+        prepared = [(u, self._partition(k), k, band, d, r, via, at, str(key_hash(k)))
+                    for u, k, band, d, r, via, at in first]
+        got = await self._one("fetch", _NEW_URLS, *_cols(prepared, 9))
         new = {r[0] for r in got}
         return [r[0] for r in first if r[0] in new]
 
