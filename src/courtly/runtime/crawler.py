@@ -337,8 +337,10 @@ class Crawler(LeaseRequests):
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             left = self.budget_left()
-            if self._stopping or (left is not None and left <= 0):
-                timeout = None   # no new lease until a task ends (it sets _wake)
+            if self._stopping or (left is not None and left <= 0) or len(self._tasks) >= c.fetch_tasks:
+                # no new lease until a task ends (it sets _wake): with every slot busy
+                # and keys ready, a wait of 0 s spun the loop (sim/rtsim found it)
+                timeout = None
             await self._wake.wait(timeout)
 
     def _plan_recrawls(self, now: float) -> None:

@@ -34,7 +34,10 @@ COLUMNS = """columns of the table (one row per policy: courtly, uniform, optimal
   /opt        F_w divided by optimal's F_w (1.000 = as good as the optimum)
   fetch/day   fetches per virtual day (the budget, less what politeness and failures left unused)
   F_w tN, age_h   the same two figures within importance tier N (t0 = the most important pages)
-the figures leave out the first --warmup-days."""
+the figures leave out the first --warmup-days.
+
+courtly sim runtime --seeds 50   runs the real crawler runtime on seeded webs with faults
+                                 in virtual time and checks each run (courtly sim runtime --help)."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -131,6 +134,10 @@ class _Progress:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "runtime":   # the real runtime on seeded webs with faults (sim/rtsim.py)
+        from courtly.sim.rtsim import main as runtime_main
+
+        return runtime_main(argv[1:])
     a = parser().parse_args(argv)
     try:
         p = SimParams(seed=a.seed, days=a.days, pages=a.pages, hosts=a.hosts,
