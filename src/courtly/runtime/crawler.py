@@ -173,7 +173,7 @@ class Crawler(LeaseRequests):
         self._key_locks: dict[str, asyncio.Lock] = {}
         self._ip_waiters: dict[str, asyncio.Event] = {}
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
-        self._wake = Wakeup()
+        self._wake = Wakeup(clock)
         self._stopping = False
         self._aborted = False
         self._fatal: BaseException | None = None
@@ -332,15 +332,15 @@ class Crawler(LeaseRequests):
                 idle = self._idle()
                 if self._stopping or idle or (left is not None and left <= 0):
                     return
-            wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), self.monitor.next_wakeup(),
-                             ends_at)
+            # with every fetch slot busy the frontier's ready keys wait for a task to end
+            # (it sets _wake): waking for them spun the loop at 0 s waits (sim/rtsim found it)
+            ready = self.frontier.next_wakeup() if len(self._tasks) < c.fetch_tasks else None
+            wake = _earliest(ready, self.recrawl.next_wakeup(), self.monitor.next_wakeup(), ends_at)
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             left = self.budget_left()
-            if self._stopping or (left is not None and left <= 0) or len(self._tasks) >= c.fetch_tasks:
-                # no new lease until a task ends (it sets _wake): with every slot busy
-                # and keys ready, a wait of 0 s spun the loop (sim/rtsim found it)
-                timeout = None
+            if self._stopping or (left is not None and left <= 0):
+                timeout = None   # no new lease until a task ends (it sets _wake)
             await self._wake.wait(timeout)
 
     def _plan_recrawls(self, now: float) -> None:
@@ -389,7 +389,7 @@ class Crawler(LeaseRequests):
 
     async def _commit_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.cfg.store.commit_interval_s)
+            await self.clock.sleep(self.cfg.store.commit_interval_s)
             self.commit()
 
     def commit(self, *, final: bool = False) -> None:

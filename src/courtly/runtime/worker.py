@@ -305,10 +305,7 @@ class Worker(Crawler):
                 self.wstats.store_errors += 1
             if got < self.dist.claim_max:
                 self._claim_now.clear()
-                try:
-                    await asyncio.wait_for(self._claim_now.wait(), self.dist.claim_s)
-                except asyncio.TimeoutError:
-                    pass
+                await self.clock.wait_until(self._claim_now.wait(), self.clock.now() + self.dist.claim_s)
 
     async def _claim(self) -> int:
         epochs = {p: e for p, e in self.own.fetching().items() if p not in self._unadopted}
@@ -420,13 +417,13 @@ class Worker(Crawler):
                                             hold_s=self.cfg.fetch.total_s + 10.0)
         except StoreUnavailableError:
             self.wstats.store_errors += 1
-            await asyncio.sleep(min(1.0, self.dist.store_retry_s_max))
+            await self.clock.sleep(min(1.0, self.dist.store_retry_s_max))
             return False
         if wait is None:
             self._slots[key] = ip
             return False    # held: check the local limits again, then go
         self.wstats.ip_waits += 1
-        await asyncio.sleep(min(wait, 1.0))
+        await self.clock.sleep(min(wait, 1.0))
         return False
 
     def _shared_ip_done(self, ip: str, key: str, now: float) -> None:
@@ -442,7 +439,7 @@ class Worker(Crawler):
                 await self.pg.ip_release(ip, None)
                 return
             except StoreUnavailableError:
-                await asyncio.sleep(0.5 * (attempt + 1))
+                await self.clock.sleep(0.5 * (attempt + 1))
 
     # ---- commits ------------------------------------------------------------------------------
 
@@ -461,10 +458,7 @@ class Worker(Crawler):
             timeout = self.cfg.store.commit_interval_s
             if self._pending and self.own.store_down:
                 timeout = min(self.dist.store_retry_s_max, 1.0)
-            try:
-                await asyncio.wait_for(self._commit_now.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            await self.clock.wait_until(self._commit_now.wait(), self.clock.now() + timeout)
             self._commit_now.clear()
             await self.flush()
 
@@ -551,7 +545,7 @@ class Worker(Crawler):
                 log.warning("stopping with %d batch(es) not written: those pages will be fetched again",
                             len(self._pending))
                 return
-            await asyncio.sleep(1.0)
+            await self.clock.sleep(1.0)
 
 
 def owned_rows_only(b: Batch, part_of_url, part_of_key, *, keep: set[int] | None,

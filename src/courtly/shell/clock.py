@@ -34,8 +34,14 @@ class LoopClock:
             await asyncio.sleep(delay)
 
     async def sleep(self, s: float) -> None:
-        """`s` seconds of this clock (a period, e.g. the commit interval)."""
-        await self.sleep_until(self.now() + s)
+        """`s` seconds of this clock (a period, e.g. the commit interval): a
+        timer, so a test clock whose `sleep_until` jumps still waits here."""
+        fut = asyncio.get_running_loop().create_future()
+        timer = self.timer(self.now() + s, _done, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
 
     def timer(self, at: float, callback: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
         """`callback(*args)` at the instant `at` (at once if it is past); `.cancel()` it."""
@@ -71,6 +77,11 @@ class LoopClock:
             return False
         fut.result()   # its exception, if it ended with one
         return True
+
+
+def _done(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class SystemClock(LoopClock):
