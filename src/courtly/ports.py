@@ -8,18 +8,34 @@ simulated fakes (`Sim*`, `VirtualClock`) in deterministic tests.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
-__all__ = ["Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store", "Batch", "StaleEpochError",
+__all__ = ["Clock", "Cancellable", "Resolver", "Fetcher", "Extractor", "WarcSink", "Store", "Batch", "StaleEpochError",
            "StoreUnavailableError"]
 
 
 @runtime_checkable
 class Clock(Protocol):
+    """Every wait of the runtime goes through its clock (shell/clock.LoopClock
+    holds them once; sim/vloop's VirtualClock runs them in virtual time)."""
+
     def now(self) -> float:
         """Seconds since the epoch (wall clock, so instants survive restarts)."""
 
     async def sleep_until(self, at: float) -> None: ...
+
+    async def sleep(self, s: float) -> None:
+        """A period of `s` seconds (the commit interval, a retry pause)."""
+
+    def timer(self, at: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
+        """`callback(*args)` at the instant `at`, unless cancelled first."""
+
+    async def wait_until(self, aw: Awaitable[Any], at: float | None) -> bool:
+        """Until `aw` completes (True) or the instant `at` comes (False)."""
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
 
 
 class Resolver(Protocol):
