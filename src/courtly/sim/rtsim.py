@@ -87,22 +87,13 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
             clock = VirtualClock(loop)
             f = SimFetcher(web, clock, cfg.robots.token)
             fetcher.append(f)
-            store = SqliteStore(folder / "crawl.db")
-            crawler = Crawler(cfg, clock=clock, resolver=SimResolver(web), fetcher=f, warc=SimWarc(), store=store,
-                              extractor=SimExtractor(cfg.robots.token, cfg.extract.links_max, cfg.budget.enabled))
-            try:
-                crawler.load()
-                crawler.add_seeds(web.seeds)
-                if web.leap_at_s is not None:
-                    loop.call_later(web.leap_at_s, loop.leap, web.leap_s)
-                stats = await crawler.run()
-                outcome["pages"] = stats.fetched
-                outcome["ended"] = not crawler.stopping
-                if crawler.fatal is not None:
-                    outcome["crash"] = crawler.fatal
-            finally:
-                outcome["virtual_s"] = clock.now() - T0
-                store.close()
+            if web.leap_at_s is not None:
+                loop.call_later(web.leap_at_s, loop.leap, web.leap_s)
+            outcome["pages"] = 0
+            for run in range(2 if web.restart_at_s is not None else 1):
+                restarted = await _one_run(cfg, clock, f, web, folder, first=run == 0, outcome=outcome)
+                if not restarted:
+                    break
 
         problems: list[Violation] = []
         try:
@@ -123,6 +114,39 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
     found = check_run(web, log, rows, limits_of(cfg), t0=T0, ended_by_itself=bool(outcome.get("ended")))
     return SeedResult(seed, web, log, tuple(problems + found), int(outcome.get("pages", 0)),
                       float(outcome.get("virtual_s", 0.0)), bool(outcome.get("ended")))
+
+
+async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: RuntimeWeb, folder: Path, *,
+                   first: bool, outcome: dict) -> bool:
+    """One crawl on the folder's store (the first one admits the seeds); True
+    when it was stopped for the web's restart, so that another resumes."""
+    store = SqliteStore(folder / "crawl.db")
+    crawler = Crawler(cfg, clock=clock, resolver=SimResolver(web), fetcher=fetcher, warc=SimWarc(), store=store,
+                      extractor=SimExtractor(cfg.robots.token, cfg.extract.links_max, cfg.budget.enabled))
+    stopped: list[bool] = []
+
+    def restart() -> None:
+        stopped.append(True)
+        crawler.stop()
+
+    timer = None
+    try:
+        crawler.load()
+        if first:
+            crawler.add_seeds(web.seeds)
+            if web.restart_at_s is not None:
+                timer = clock.timer(clock.now() + web.restart_at_s, restart)
+        stats = await crawler.run()
+        outcome["pages"] += stats.fetched
+        outcome["ended"] = not crawler.stopping
+        if crawler.fatal is not None:
+            outcome["crash"] = crawler.fatal
+    finally:
+        if timer is not None:
+            timer.cancel()
+        outcome["virtual_s"] = clock.now() - T0
+        store.close()
+    return bool(stopped) and "crash" not in outcome
 
 
 def run_seeds(seeds: range, size: WebSize = DEFAULT_SIZE, on_result=None) -> list[SeedResult]:

@@ -17,7 +17,9 @@ unreachable), an optional Crawl-delay per key, and faults:
   without Retry-After) or 500;
 - refused: every connection to the host is refused (status 0, "connect");
 - dns: the host name does not resolve (ResolveFailed, Reason.DNS);
-- a leap: at one instant virtual time jumps forward (a suspended machine).
+- a leap: at one instant virtual time jumps forward (a suspended machine);
+- a restart: the crawl is stopped (as by Ctrl-C) and a new one resumes from
+  the store.
 
 `SimFetcher` answers from the web after the drawn latency (an
 `asyncio.sleep`, so virtual) and logs every request as a `Request` row
@@ -102,6 +104,7 @@ class RuntimeWeb:
     seeds: tuple[str, ...]
     leap_at_s: float | None = None        # virtual seconds after the start
     leap_s: float = 0.0
+    restart_at_s: float | None = None     # the crawl is stopped then, and resumed from its store
     by_name: dict[str, SimHost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -122,6 +125,8 @@ class RuntimeWeb:
             out.append(f"  {h.name} ({h.ip}, {len(h.paths)} pages): {' '.join(bits)}")
         if self.leap_at_s is not None:
             out.append(f"  clock leaps {self.leap_s:g} s at +{self.leap_at_s:g} s")
+        if self.restart_at_s is not None:
+            out.append(f"  the crawl is stopped at +{self.restart_at_s:g} s and resumed")
         return "\n".join(out)
 
 
@@ -192,7 +197,9 @@ def draw_web(seed: int, size: WebSize = DEFAULT_SIZE) -> RuntimeWeb:
         hosts.append(SimHost(name, key, ip, paths, links, ("/private/",), crawl_delay, faults))
     seeds = tuple(f"http://{h.name}/" for h in hosts if h.name == h.key)
     leap_at = r.uniform(5.0, 120.0) if r.random() < 0.2 else None
-    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, r.choice((30.0, 600.0, 4000.0)) if leap_at else 0.0)
+    leap_s = r.choice((30.0, 600.0, 4000.0)) if leap_at else 0.0
+    restart_at = r.uniform(1.0, 60.0) if r.random() < 0.3 else None
+    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at)
 
 
 def _page(host: SimHost, path: str) -> bytes:
