@@ -38,6 +38,10 @@ def _uses(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, name) of each clock or timer use in `tree`."""
     found = []
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "wait"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "asyncio"
+                and (len(node.args) > 1 or any(k.arg == "timeout" for k in node.keywords))):
+            found.append((node.lineno, "asyncio.wait(timeout)"))
         if isinstance(node, ast.ImportFrom) and node.module == "time":
             found += [(node.lineno, f"time.{a.name}") for a in node.names if a.name in TIME_READERS]
         if not isinstance(node, ast.Attribute):
@@ -97,9 +101,10 @@ def test_the_check_sees_each_kind_of_wait():
            "    await asyncio.sleep(1)\n    await asyncio.wait_for(g(), 2)\n"
            "    loop.call_later(1, g)\n    loop.call_at(5, g)\n    time.time()\n"
            "    loop.time()\n    asyncio.get_running_loop().time()\n    await asyncio.sleep(0)\n"
-           "    datetime.datetime.now()\n    time.strftime('%Y', time.gmtime(0))\n")
+           "    datetime.datetime.now()\n    time.strftime('%Y', time.gmtime(0))\n"
+           "    await asyncio.wait({g()}, timeout=3)\n    await asyncio.wait({g()})\n")
     tree = ast.parse(src)
     uses = _uses(tree)
     assert {u for _, u in uses} == {"time.monotonic", "asyncio.sleep", "asyncio.wait_for", "call_later", "call_at",
-                                    "time.time", "loop.time", "datetime.now"}
+                                    "time.time", "loop.time", "datetime.now", "asyncio.wait(timeout)"}
     assert _yields(tree) == {11}

@@ -13,7 +13,7 @@ from courtly.core import politeness
 from courtly.runtime import crawler as crawler_module
 from courtly.sim.rtcheck import Rule, check_duplicates
 from courtly.sim.rtsim import T0, main, run_seed, run_seeds
-from courtly.sim.rtweb import Request
+from courtly.sim.rtweb import ABORTED, Request
 
 CI_SEEDS = range(1, 51)
 
@@ -38,6 +38,7 @@ def test_the_fifty_ci_seeds_with_faults_pass_every_check():
     assert any(r.web.leap_at_s is not None for r in results)
     # stopped and resumed from the store: the resumed crawl went on fetching
     assert any(r.web.restart_at_s is not None and r.requests[-1].sent_at - T0 > r.web.restart_at_s for r in results)
+    assert statuses[ABORTED]   # an abort cut requests in flight, and the resumed crawl still passed
     assert sum(r.pages_fetched for r in results) > 500
 
 

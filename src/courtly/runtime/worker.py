@@ -528,7 +528,7 @@ class Worker(Crawler):
             owner.cancel()
             await asyncio.gather(owner, return_exceptions=True)
             if self._bg:
-                await asyncio.wait(set(self._bg), timeout=5.0)
+                await self.clock.wait_until(asyncio.wait(set(self._bg)), self.clock.now() + 5.0)
             await self.own.close()
         return stats
 

@@ -20,7 +20,8 @@ Rules (each a `Rule`; a run's violations come in the order of the log):
   ROBOTS_DISALLOWED: no path its robots.txt disallows (sim/robotsrule, an
   independent matcher).
 - DUPLICATE: a URL is not requested again after a final answer (2xx, 3xx,
-  4xx but 429).
+  4xx but 429). A request the crawler cut (an abort, status -1) is no answer,
+  but it counts for the gaps: the server saw it arrive.
 - LOST: every link of a page answered 200 is in the store (queued, fetched
   or decided); NO_REASON: every URL skipped or failed has a reason;
   LEFT_QUEUED: a crawl that ended by itself left nothing queued.
@@ -38,12 +39,12 @@ from typing import Iterable, NamedTuple, Sequence
 
 from courtly.sim.model import registered_domain
 from courtly.sim.robotsrule import robots_allows
-from courtly.sim.rtweb import Request, RuntimeWeb
+from courtly.sim.rtweb import ABORTED, Request, RuntimeWeb
 
 __all__ = ["Rule", "Violation", "CheckLimits", "UrlRow", "check_run"]
 
 TOLERANCE_S = 1e-6
-_RETRYABLE = frozenset({0, 429, 500, 502, 503, 504})
+_RETRYABLE = frozenset({ABORTED, 0, 429, 500, 502, 503, 504})
 
 
 class Rule(StrEnum):
@@ -88,6 +89,7 @@ class CheckLimits:
 
 
 def _failed(r: Request) -> bool:
+    """A failure of the host (an aborted request, cut by the crawler, is none)."""
     return r.status == 0 or r.status == 429 or r.status >= 500
 
 
@@ -165,7 +167,8 @@ def check_robots(web: RuntimeWeb, log: Sequence[Request], lim: CheckLimits, t0: 
     for r in sorted(log, key=lambda r: r.sent_at):
         host = web.by_name[r.host]
         if r.path == "/robots.txt":
-            answered.setdefault(r.host, r.done_at)
+            if r.status != ABORTED:
+                answered.setdefault(r.host, r.done_at)
             continue
         mode = host.faults.robots
         if r.host not in answered or answered[r.host] > r.sent_at + TOLERANCE_S:

@@ -127,7 +127,7 @@ async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: R
 
     def restart() -> None:
         stopped.append(True)
-        crawler.stop()
+        crawler.abort() if web.restart_aborts else crawler.stop()
 
     timer = None
     try:

@@ -18,8 +18,9 @@ unreachable), an optional Crawl-delay per key, and faults:
 - refused: every connection to the host is refused (status 0, "connect");
 - dns: the host name does not resolve (ResolveFailed, Reason.DNS);
 - a leap: at one instant virtual time jumps forward (a suspended machine);
-- a restart: the crawl is stopped (as by Ctrl-C) and a new one resumes from
-  the store.
+- a restart: the crawl is stopped (as by Ctrl-C) or aborted (a second
+  Ctrl-C: the requests in flight are cut, logged with status -1) and a new
+  one resumes from the store at the same instant.
 
 `SimFetcher` answers from the web after the drawn latency (an
 `asyncio.sleep`, so virtual) and logs every request as a `Request` row
@@ -46,12 +47,13 @@ from courtly.shell.extract_worker import decode_page, process_task
 from courtly.shell.fetcher import FetchResult
 from courtly.shell.resolver import ResolveFailed
 
-__all__ = ["WebSize", "DEFAULT_SIZE", "HostFaults", "SimHost", "RuntimeWeb", "Request", "draw_web",
+__all__ = ["ABORTED", "WebSize", "DEFAULT_SIZE", "HostFaults", "SimHost", "RuntimeWeb", "Request", "draw_web",
            "SimFetcher", "SimResolver", "SimExtractor", "SimWarc"]
 
 ROBOTS_MODES = ("ok", "ok", "ok", "ok", "none", "5xx", "unreachable")
 BURST_STATUSES = (429, 503, 500)
 SHARED_IP = "203.0.113.200"
+ABORTED = -1           # the status logged for a request cut by the crawler before its answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class RuntimeWeb:
     leap_at_s: float | None = None        # virtual seconds after the start
     leap_s: float = 0.0
     restart_at_s: float | None = None     # the crawl is stopped then, and resumed from its store
+    restart_aborts: bool = False          # ... by a second Ctrl-C: the requests in flight are cut
     by_name: dict[str, SimHost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -126,7 +129,8 @@ class RuntimeWeb:
         if self.leap_at_s is not None:
             out.append(f"  clock leaps {self.leap_s:g} s at +{self.leap_at_s:g} s")
         if self.restart_at_s is not None:
-            out.append(f"  the crawl is stopped at +{self.restart_at_s:g} s and resumed")
+            how = "aborted (requests in flight cut)" if self.restart_aborts else "stopped"
+            out.append(f"  the crawl is {how} at +{self.restart_at_s:g} s and resumed")
         return "\n".join(out)
 
 
@@ -199,7 +203,7 @@ def draw_web(seed: int, size: WebSize = DEFAULT_SIZE) -> RuntimeWeb:
     leap_at = r.uniform(5.0, 120.0) if r.random() < 0.2 else None
     leap_s = r.choice((30.0, 600.0, 4000.0)) if leap_at else 0.0
     restart_at = r.uniform(1.0, 60.0) if r.random() < 0.3 else None
-    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at)
+    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at, r.random() < 0.5)
 
 
 def _page(host: SimHost, path: str) -> bytes:
@@ -227,7 +231,11 @@ class SimFetcher:
         # per URL and attempt: the draw depends on nothing the scheduler decides
         n = self._count.get(host.name, 0)
         r = random.Random(f"{self.web.seed}:{url}:{n}")
-        await asyncio.sleep(0.02 if f.refused else r.lognormvariate(0.0, 0.5) * f.latency_s)
+        try:
+            await asyncio.sleep(0.02 if f.refused else r.lognormvariate(0.0, 0.5) * f.latency_s)
+        except asyncio.CancelledError:   # the crawl was aborted: the server saw the request all the same
+            self.log.append(Request(url, host.name, path, ip or "", sent, self.clock.now(), ABORTED, ""))
+            raise
         status, head, body, error = self._answer(host, path, f, n)
         done = self.clock.now()
         self.log.append(Request(url, host.name, path, ip or "", sent, done, status, head.get("retry-after", "")))
