@@ -84,6 +84,7 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
         outcome: dict[str, object] = {}
 
         async def crawl(loop: VirtualLoop) -> None:
+            outcome["loop"] = loop     # its time tells when a stall happened
             clock = VirtualClock(loop)
             f = SimFetcher(web, clock, cfg.robots.token)
             fetcher.append(f)
@@ -99,12 +100,12 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
         try:
             run_virtual(crawl, start_at=T0, turns_max=TURNS_MAX)
         except VirtualStall as e:
-            problems.append(Violation(Rule.STALLED, float(outcome.get("virtual_s", 0.0)), str(e)))
+            problems.append(Violation(Rule.STALLED, _when(outcome), str(e)))
         except Exception as e:  # noqa: BLE001 - a crash of the runtime is this seed's verdict
-            problems.append(Violation(Rule.CRASHED, float(outcome.get("virtual_s", 0.0)), f"{type(e).__name__}: {e}"))
+            problems.append(Violation(Rule.CRASHED, _when(outcome), f"{type(e).__name__}: {e}"))
         if "crash" in outcome:
             e = outcome["crash"]
-            problems.append(Violation(Rule.CRASHED, float(outcome["virtual_s"]), f"{type(e).__name__}: {e}"))
+            problems.append(Violation(Rule.CRASHED, _when(outcome), f"{type(e).__name__}: {e}"))
         log = tuple(fetcher[0].log) if fetcher else ()
         db = sqlite3.connect(folder / "crawl.db")
         try:
@@ -113,7 +114,13 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
             db.close()
     found = check_run(web, log, rows, limits_of(cfg), t0=T0, ended_by_itself=bool(outcome.get("ended")))
     return SeedResult(seed, web, log, tuple(problems + found), int(outcome.get("pages", 0)),
-                      float(outcome.get("virtual_s", 0.0)), bool(outcome.get("ended")))
+                      _when(outcome), bool(outcome.get("ended")))
+
+
+def _when(outcome: dict) -> float:
+    """Seconds from the start to where the run stopped (the loop keeps its time after it closes)."""
+    loop = outcome.get("loop")
+    return loop.time() - T0 if loop is not None else 0.0
 
 
 async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: RuntimeWeb, folder: Path, *,
@@ -144,7 +151,6 @@ async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: R
     finally:
         if timer is not None:
             timer.cancel()
-        outcome["virtual_s"] = clock.now() - T0
         store.close()
     return bool(stopped) and "crash" not in outcome
 
