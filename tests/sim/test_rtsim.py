@@ -105,7 +105,13 @@ def test_the_command_summarises_passing_seeds_as_json(capsys):
     assert summary["seeds"] == 3 and summary["failed"] == 0 and summary["requests"] > 0
 
 
-@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--first", "-1"]])
+def test_a_failing_seed_of_a_bigger_web_names_the_size_in_its_reproduce_command(monkeypatch, capsys):
+    monkeypatch.setattr(politeness.Politeness, "ip_ready_at", lambda self, ip, now, key=None: now)
+    assert main(["--seeds", "1", "--first", "2", "--keys-max", "8"]) == 1
+    assert "reproduce: courtly sim runtime --seed 2 --keys-max 8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--first", "-1"], ["--keys-max", "1"], ["--pages-max", "999"]])
 def test_the_command_refuses_bad_counts_with_status_2(argv, capsys):
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err

@@ -21,6 +21,7 @@ run took; a failing seed's line says how to reproduce it alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from courtly.config import Config
 from courtly.runtime.crawler import Crawler
+from courtly.runtime.seeds import feed_seeds
 from courtly.shell.store.sqlite import SqliteStore
 from courtly.sim.rtcheck import CheckLimits, Rule, UrlRow, Violation, check_run
 from courtly.sim.rtweb import DEFAULT_SIZE, Request, RuntimeWeb, SimExtractor, SimFetcher, SimResolver, SimWarc, WebSize, draw_web
@@ -43,6 +45,8 @@ T0 = 1_700_000_000.0          # the virtual clock's start (wall-clock seconds)
 DURATION_S = 4 * 3600.0       # a crawl that has not ended by itself is stopped then
 TURNS_MAX = 500_000           # event loop turns per seed (a livelock ends as a stall)
 PROGRESS_EVERY = 50           # seeds between two progress lines of a long run
+KEYS_MAX = 200                # bounds of --keys-max and --pages-max (a seed's web stays small)
+PAGES_MAX = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,7 @@ async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: R
     try:
         crawler.load()
         if first:
-            crawler.add_seeds(web.seeds)
+            await feed_seeds(crawler, web.seeds)   # as runtime/wiring.run_crawl admits them
             if web.restart_at_s is not None:
                 timer = clock.timer(clock.now() + web.restart_at_s, restart)
         stats = await crawler.run()
@@ -181,18 +185,23 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--first", type=int, default=1, help="the first seed")
     ap.add_argument("--seed", type=int, default=None,
                     help="run this one seed and print its web, its request log and every violation")
+    ap.add_argument("--keys-max", type=int, default=DEFAULT_SIZE.keys_max,
+                    help="at most this many politeness keys per web (a bigger web per seed)")
+    ap.add_argument("--pages-max", type=int, default=DEFAULT_SIZE.pages_max, help="at most this many pages per host")
     ap.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     return ap
 
 
-def _fail_line(r: SeedResult) -> str:
+def _fail_line(r: SeedResult, size: WebSize) -> str:
+    knobs = "".join(f" --{name.replace('_', '-')} {getattr(size, name)}" for name in ("keys_max", "pages_max")
+                    if getattr(size, name) != getattr(DEFAULT_SIZE, name))
     return (f"seed {r.seed}: FAILED {r.violations[0].render()}"
             f" ({len(r.violations)} violation{'s' if len(r.violations) != 1 else ''};"
-            f" reproduce: courtly sim runtime --seed {r.seed})")
+            f" reproduce: courtly sim runtime --seed {r.seed}{knobs})")
 
 
-def _one(seed: int) -> int:
-    r = run_seed(seed)
+def _one(seed: int, size: WebSize) -> int:
+    r = run_seed(seed, size)
     print(f"seed {seed}: web\n{r.web.describe()}")
     print(f"request log ({len(r.requests)} requests, instants from the start):")
     for q in r.requests:
@@ -210,9 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.seeds < 1 or (a.seed is not None and a.seed < 0) or a.first < 0:
         print("courtly sim runtime: error: --seeds must be >= 1, --seed and --first >= 0", file=sys.stderr)
         return 2
+    if not (DEFAULT_SIZE.keys_min <= a.keys_max <= KEYS_MAX and DEFAULT_SIZE.pages_min <= a.pages_max <= PAGES_MAX):
+        print(f"courtly sim runtime: error: --keys-max must be in {DEFAULT_SIZE.keys_min}..{KEYS_MAX} and "
+              f"--pages-max in {DEFAULT_SIZE.pages_min}..{PAGES_MAX}", file=sys.stderr)
+        return 2
+    size = dataclasses.replace(DEFAULT_SIZE, keys_max=a.keys_max, pages_max=a.pages_max)
     logging.getLogger("courtly").setLevel(logging.CRITICAL)   # the verdicts speak; the crawl's log would drown them
     if a.seed is not None:
-        return _one(a.seed)
+        return _one(a.seed, size)
     started = time.perf_counter()
     failed: list[SeedResult] = []
     totals = {"requests": 0, "pages": 0, "virtual_s": 0.0}
@@ -227,12 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         if not r.ok:
             failed.append(r)
             if not a.json:
-                print(_fail_line(r), flush=True)
+                print(_fail_line(r, size), flush=True)
         if a.seeds > PROGRESS_EVERY and done % PROGRESS_EVERY == 0:
             print(f"courtly sim runtime: {done}/{a.seeds} seeds, {len(failed)} failed "
                   f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
 
-    run_seeds(range(a.first, a.first + a.seeds), on_result=note)
+    run_seeds(range(a.first, a.first + a.seeds), size, on_result=note)
     wall = time.perf_counter() - started
     if a.json:
         print(json.dumps({"seeds": a.seeds, "first": a.first, "failed": len(failed), **totals,
