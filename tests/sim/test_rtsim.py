@@ -11,9 +11,9 @@ import pytest
 
 from courtly.core import politeness
 from courtly.runtime import crawler as crawler_module
-from courtly.sim.rtcheck import Rule, check_duplicates
+from courtly.sim.rtcheck import CheckLimits, Rule, check_duplicates, check_ips, check_keys, check_robots
 from courtly.sim.rtsim import T0, main, run_seed, run_seeds
-from courtly.sim.rtweb import ABORTED, Request
+from courtly.sim.rtweb import ABORTED, HostFaults, Request, RuntimeWeb, SimHost
 
 CI_SEEDS = range(1, 51)
 
@@ -115,3 +115,38 @@ def test_a_failing_seed_of_a_bigger_web_names_the_size_in_its_reproduce_command(
 def test_the_command_refuses_bad_counts_with_status_2(argv, capsys):
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
+
+
+def _web(robots: str = "ok", crawl_delay: float | None = None) -> RuntimeWeb:
+    host = SimHost("k0.test", "k0.test", "203.0.113.10", ("/", "/a"), {"/": (), "/a": ()}, ("/private/",),
+                   crawl_delay, HostFaults(robots=robots))
+    return RuntimeWeb(1, (host,), ("http://k0.test/",))
+
+
+def _at(path: str, sent: float, done: float, status: int = 200, retry_after: str = "") -> Request:
+    return Request(f"http://k0.test{path}", "k0.test", path, "203.0.113.10", T0 + sent, T0 + done, status, retry_after)
+
+
+def test_the_key_gap_counts_retry_after_and_a_known_crawl_delay():
+    web, lim = _web(crawl_delay=5.0), CheckLimits()
+    polite = [_at("/robots.txt", 0, 1), _at("/", 6, 7, 503, "30"), _at("/a", 37, 38)]
+    assert check_keys(web, polite, lim, T0) == []
+    early = [_at("/robots.txt", 0, 1), _at("/", 6, 7, 503, "30"), _at("/a", 20, 21)]
+    assert [v.rule for v in check_keys(web, early, lim, T0)] == [Rule.KEY_GAP]
+    no_crawl_delay_wait = [_at("/robots.txt", 0, 1), _at("/", 2, 3)]
+    assert [v.rule for v in check_keys(web, no_crawl_delay_wait, lim, T0)] == [Rule.KEY_GAP]
+
+
+def test_robots_rules_are_judged_by_the_checkers_own_matcher():
+    lim = CheckLimits()
+    assert [v.rule for v in check_robots(_web(), [_at("/", 0, 1)], lim, T0)] == [Rule.ROBOTS_FIRST]
+    seen = [_at("/robots.txt", 0, 1), _at("/private/x", 2, 3)]
+    assert [v.rule for v in check_robots(_web(), seen, lim, T0)] == [Rule.ROBOTS_DISALLOWED]
+    down = [_at("/robots.txt", 0, 1, 503), _at("/", 2, 3)]
+    assert [v.rule for v in check_robots(_web("5xx"), down, lim, T0)] == [Rule.ROBOTS_UNREACHABLE]
+
+
+def test_more_than_ip_rate_starts_within_a_second_on_one_address_are_caught():
+    log = [_at(f"/{i}", i * 0.1, i * 0.1 + 0.01) for i in range(6)]
+    assert [v.rule for v in check_ips(log, CheckLimits(ip_rate=5.0), T0)] == [Rule.IP_RATE]
+    assert check_ips(log[:5], CheckLimits(ip_rate=5.0), T0) == []
