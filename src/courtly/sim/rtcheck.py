@@ -20,7 +20,8 @@ Rules (each a `Rule`; a run's violations come in the order of the log):
   ROBOTS_DISALLOWED: no path its robots.txt disallows (sim/robotsrule, an
   independent matcher).
 - DUPLICATE: a URL is not requested again after a final answer (2xx, 3xx,
-  4xx but 429). A request the crawler cut (an abort, status -1) is no answer,
+  4xx but 429), unless a recrawl may (search intent: after the shortest
+  interval of its tiers). A request the crawler cut (an abort, status -1) is no answer,
   but it counts for the gaps: the server saw it arrive.
 - LOST: every link of a page answered 200 is in the store (queued, fetched
   or decided); NO_REASON: every URL skipped or failed has a reason;
@@ -86,6 +87,7 @@ class CheckLimits:
     ip_concurrency: int = 4
     ip_rate: float = 5.0
     token: str = "courtly"
+    recrawl_s_min: float | None = None    # a recrawl may refetch a URL this long after a final answer
 
 
 def _failed(r: Request) -> bool:
@@ -181,14 +183,18 @@ def check_robots(web: RuntimeWeb, log: Sequence[Request], lim: CheckLimits, t0: 
     return out
 
 
-def check_duplicates(log: Sequence[Request], t0: float) -> list[Violation]:
+def check_duplicates(log: Sequence[Request], t0: float, recrawl_s_min: float | None = None) -> list[Violation]:
+    """A URL requested again after a final answer, sooner than a recrawl may
+    (`recrawl_s_min`; None: never; robots.txt is never recrawled in a run)."""
     final: dict[str, Request] = {}
     out = []
     for r in sorted(log, key=lambda r: r.sent_at):
         first = final.get(r.url)
-        if first is not None:
+        may_recrawl = recrawl_s_min is not None and r.path != "/robots.txt"
+        if first is not None and not (may_recrawl and r.sent_at - first.done_at >= recrawl_s_min - TOLERANCE_S):
             out.append(Violation(Rule.DUPLICATE, r.sent_at - t0,
-                                 f"{r.url} requested again after a final {first.status}"))
+                                 f"{r.url} requested again {r.sent_at - first.done_at:.3f} s after a final "
+                                 f"{first.status}"))
         elif r.status not in _RETRYABLE:
             final[r.url] = r
     return out
@@ -218,6 +224,6 @@ def check_run(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow], l
               t0: float, ended_by_itself: bool) -> list[Violation]:
     """Every violation of the run, ordered by when it happened."""
     found = (check_keys(web, log, lim, t0) + check_ips(log, lim, t0) + check_robots(web, log, lim, t0)
-             + check_duplicates(log, t0)
+             + check_duplicates(log, t0, lim.recrawl_s_min)
              + check_store(web, log, rows, ended_by_itself=ended_by_itself, t0=t0))
     return sorted(found, key=lambda v: (v.at, v.rule))

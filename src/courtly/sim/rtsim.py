@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from courtly.config import Config
+from courtly.core.recrawl_policy import policy_for_intent
 from courtly.runtime.crawler import Crawler
 from courtly.runtime.seeds import feed_seeds
 from courtly.shell.store.sqlite import SqliteStore
@@ -43,6 +44,7 @@ __all__ = ["T0", "DURATION_S", "SeedResult", "config_for", "run_seed", "run_seed
 
 T0 = 1_700_000_000.0          # the virtual clock's start (wall-clock seconds)
 DURATION_S = 4 * 3600.0       # a crawl that has not ended by itself is stopped then
+SEARCH_DURATION_S = 5400.0    # a search crawl never ends by itself: six recrawl periods of its top tier
 TURNS_MAX = 500_000           # event loop turns per seed (a livelock ends as a stall)
 PROGRESS_EVERY = 50           # seeds between two progress lines of a long run
 KEYS_MAX = 200                # bounds of --keys-max and --pages-max (a seed's web stays small)
@@ -64,24 +66,30 @@ class SeedResult:
         return not self.violations
 
 
-def config_for(seed: int) -> Config:
+def config_for(seed: int, intent: str = "archive") -> Config:
     """The crawl settings of a seeded run: the defaults, 16 fetch tasks (more
     than a shared server's 4 connections) and a small seen filter (the webs are small: the filter's fill check after each
     commit scans it), the seed's own random streams, a time limit."""
-    cfg = Config().replace("crawl", seed=seed, fetch_tasks=16, duration_s=DURATION_S)
+    # a search crawl never ends by itself: it recrawls for the time limit
+    duration = SEARCH_DURATION_S if intent == "search" else DURATION_S
+    cfg = Config().replace("crawl", seed=seed, fetch_tasks=16, duration_s=duration, intent=intent)
     return cfg.replace("seen", bloom_capacity=10_000)
 
 
 def limits_of(cfg: Config) -> CheckLimits:
     p = cfg.politeness
+    recrawl_s = None
+    if cfg.crawl.intent != "archive":   # the shortest interval a tier of the intent allows between two fetches
+        recrawl_s = min(t.interval_s_min for t in policy_for_intent(cfg.crawl.intent, 1).tiers)
     return CheckLimits(delay_s=p.delay_s, crawl_delay_s_max=p.crawl_delay_s_max, backoff_s_max=p.backoff_s_max,
-                       ip_concurrency=p.ip_concurrency, ip_rate=p.ip_rate, token=cfg.robots.token)
+                       ip_concurrency=p.ip_concurrency, ip_rate=p.ip_rate, token=cfg.robots.token,
+                       recrawl_s_min=recrawl_s)
 
 
 def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None) -> SeedResult:
     """Crawl the web of `seed` with the real runtime in virtual time; check it."""
     web = draw_web(seed, size)
-    cfg = cfg or config_for(seed)
+    cfg = cfg or config_for(seed, web.intent)
     with tempfile.TemporaryDirectory(prefix="courtly-rtsim-") as tmp:
         folder = Path(tmp)
         fetcher: list[SimFetcher] = []

@@ -18,6 +18,8 @@ unreachable), an optional Crawl-delay per key, and faults:
 - refused: every connection to the host is refused (status 0, "connect");
 - dns: the host name does not resolve (ResolveFailed, Reason.DNS);
 - a leap: at one instant virtual time jumps forward (a suspended machine);
+- a search crawl (a quarter of the webs): pages change every CHANGE_S,
+  answer with an ETag and 304 to a matching If-None-Match, and are recrawled;
 - a restart: the crawl is stopped (as by Ctrl-C) or aborted (a second
   Ctrl-C: the requests in flight are cut, logged with status -1) and a new
   one resumes from the store at the same instant.
@@ -54,6 +56,7 @@ ROBOTS_MODES = ("ok", "ok", "ok", "ok", "none", "5xx", "unreachable")
 BURST_STATUSES = (429, 503, 500)
 SHARED_IP = "203.0.113.200"
 ABORTED = -1           # the status logged for a request cut by the crawler before its answer
+CHANGE_S = 1800.0      # a search web's pages change this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,7 @@ class RuntimeWeb:
     leap_s: float = 0.0
     restart_at_s: float | None = None     # the crawl is stopped then, and resumed from its store
     restart_aborts: bool = False          # ... by a second Ctrl-C: the requests in flight are cut
+    intent: str = "archive"               # "search": pages change, the crawl recrawls them
     by_name: dict[str, SimHost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -115,7 +119,7 @@ class RuntimeWeb:
 
     def describe(self) -> str:
         """One line per host: what the seed drew (printed for a failing seed)."""
-        out = []
+        out = [f"  intent {self.intent}"]
         for h in self.hosts:
             f = h.faults
             bits = [f"robots={f.robots}", f"latency={f.latency_s:g}s"]
@@ -203,7 +207,9 @@ def draw_web(seed: int, size: WebSize = DEFAULT_SIZE) -> RuntimeWeb:
     leap_at = r.uniform(5.0, 120.0) if r.random() < 0.2 else None
     leap_s = r.choice((30.0, 600.0, 4000.0)) if leap_at else 0.0
     restart_at = r.uniform(1.0, 60.0) if r.random() < 0.3 else None
-    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at, r.random() < 0.5)
+    aborts = r.random() < 0.5
+    intent = "search" if r.random() < 0.25 else "archive"
+    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at, aborts, intent)
 
 
 def _page(host: SimHost, path: str) -> bytes:
@@ -221,6 +227,8 @@ class SimFetcher:
         self.token = token
         self.log: list[Request] = []
         self._count: dict[str, int] = {}    # host -> page requests so far
+        self.started_at = clock.now()
+        self.validators: dict[str, tuple[str, str]] = {}   # If-None-Match of the request being answered
 
     async def fetch(self, url: str, *, ip: str | None = None, headers=None) -> FetchResult:
         parts = urlsplit(url)
@@ -236,6 +244,8 @@ class SimFetcher:
         except asyncio.CancelledError:   # the crawl was aborted: the server saw the request all the same
             self.log.append(Request(url, host.name, path, ip or "", sent, self.clock.now(), ABORTED, ""))
             raise
+        etag = next((v for k, v in (headers or {}).items() if k.lower() == "if-none-match"), None)
+        self.validators = {etag: (host.name, path)} if etag else {}
         status, head, body, error = self._answer(host, path, f, n)
         done = self.clock.now()
         self.log.append(Request(url, host.name, path, ip or "", sent, done, status, head.get("retry-after", "")))
@@ -261,7 +271,14 @@ class SimFetcher:
             return f.burst_status, head, b"busy", None
         if path not in host.links:
             return 404, {"content-type": "text/html"}, b"<html><body>not found</body></html>", None
-        return 200, {"content-type": "text/html; charset=utf-8"}, _page(host, path), None
+        head = {"content-type": "text/html; charset=utf-8"}
+        if self.web.intent == "search":   # the page changes every CHANGE_S: a version in its ETag and body
+            version = int((self.clock.now() - self.started_at) // CHANGE_S)
+            head["etag"] = f'"v{version}"'
+            if self.validators.get(head["etag"]) == (host.name, path):
+                return 304, head, b"", None
+            return 200, head, _page(host, path) + f"<!-- v{version} -->".encode(), None
+        return 200, head, _page(host, path), None
 
     async def close(self) -> None:
         pass
