@@ -18,6 +18,7 @@ import pytest
 from courtly.config import Config
 from courtly.core.links import Link, PageLinks
 from courtly.runtime.crawler import Crawler
+from courtly.shell.clock import LoopClock
 from courtly.shell.store.sqlite import SqliteStore
 
 T0 = 1_700_000_000.0
@@ -40,7 +41,7 @@ def _web(seed: int = 7) -> dict[str, list[str]]:
     return web
 
 
-class _Clock:
+class _Clock(LoopClock):
     """Real time from T0 (the main loop waits in real time for the next ready key)."""
 
     def __init__(self) -> None:
@@ -48,9 +49,6 @@ class _Clock:
 
     def now(self) -> float:
         return T0 + time.monotonic() - self.start
-
-    async def sleep_until(self, at: float) -> None:
-        await asyncio.sleep(max(0.0, at - self.now()))
 
 
 class _Resolver:

@@ -22,6 +22,7 @@
                                   the watch list of a monitor crawl (courtly watch --help)
     courtly simweb ...            serve the simulated web (see --help)
     courtly sim ...               the recrawl scheduler against a model web, in virtual time
+    courtly sim runtime ...       the real runtime on seeded webs with faults, checked, in virtual time
 
 Bad input (unknown config key, malformed seed, unwritable folder) ends with
 one line naming the problem and exit status 2, never a traceback, and never

@@ -127,8 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_watch_parser(sub)
     sub.add_parser("simweb", help="serve the simulated web on loopback (courtly simweb --help)",
                    add_help=False)
-    sub.add_parser("sim", help="deterministic freshness simulation in virtual time (courtly sim --help)",
-                   add_help=False)
+    sub.add_parser("sim", help="deterministic freshness simulation in virtual time; `sim runtime`: the real "
+                               "runtime on webs with faults (courtly sim --help)", add_help=False)
     return p
 
 

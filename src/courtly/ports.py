@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Protocol, runtime_checkable
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol,
+                    runtime_checkable)
 
 from courtly.core.types import Reason
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # types only: the ports do not load the link extractor
     from courtly.core.purge import Purge
 
 __all__ = [
-    "Clock", "Resolver", "Fetcher", "Extractor", "WarcSink", "WarcLocation",
+    "Clock", "Cancellable", "Resolver", "Fetcher", "Extractor", "WarcSink", "WarcLocation",
     "FetchResult", "FetchError", "Truncation", "FetchKind", "UrlState", "ResolveFailed",
     "BatchWriter", "UrlLookup", "QueueStore", "HostStateStore", "MetaStore", "DecisionStore", "PurgeStore",
     "ComplaintStore", "IndexStore", "Store",
@@ -98,10 +99,26 @@ class UrlState(StrEnum):
 
 @runtime_checkable
 class Clock(Protocol):
+    """Every wait of the runtime goes through its clock (shell/clock.LoopClock
+    holds them once; sim/vloop's VirtualClock runs them in virtual time)."""
+
     def now(self) -> float:
         """Seconds since the epoch (wall clock, so instants survive restarts)."""
 
     async def sleep_until(self, at: float) -> None: ...
+
+    async def sleep(self, s: float) -> None:
+        """A period of `s` seconds (the commit interval, a retry pause)."""
+
+    def timer(self, at: float, callback: Callable[..., Any], *args: Any) -> Cancellable:
+        """`callback(*args)` at the instant `at`, unless cancelled first."""
+
+    async def wait_until(self, aw: Awaitable[Any], at: float | None) -> bool:
+        """Until `aw` completes (True) or the instant `at` comes (False)."""
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
 
 
 class ResolveFailed(Exception):

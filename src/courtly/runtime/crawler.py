@@ -164,7 +164,7 @@ class Crawler:
         self._tasks: set[asyncio.Task] = set()
         self._processing: set[asyncio.Task] = set()
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
-        self._wake = Wakeup()
+        self._wake = Wakeup(clock)
         self._stopping = False
         self._aborted = False
         self._fatal: BaseException | None = None
@@ -326,8 +326,10 @@ class Crawler:
                 idle = self._idle()
                 if self._stopping or idle or (left is not None and left <= 0):
                     return
-            wake = _earliest(self.frontier.next_wakeup(), self.recrawl.next_wakeup(), self.monitor.next_wakeup(),
-                             ends_at)
+            # with every fetch slot busy the frontier's ready keys wait for a task to end
+            # (it sets _wake): waking for them spun the loop at 0 s waits (sim/rtsim found it)
+            ready = self.frontier.next_wakeup() if len(self._tasks) < c.fetch_tasks else None
+            wake = _earliest(ready, self.recrawl.next_wakeup(), self.monitor.next_wakeup(), ends_at)
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             left = self.budget_left()
@@ -393,7 +395,7 @@ class Crawler:
             await self._seat.loop()
             return
         while True:
-            await asyncio.sleep(self.cfg.store.commit_interval_s)
+            await self.clock.sleep(self.cfg.store.commit_interval_s)
             self.commit()
 
     def commit(self, *, final: bool = False) -> None:

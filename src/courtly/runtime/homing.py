@@ -131,14 +131,14 @@ async def _probe_once(cfg: Config, store, resolver, fetcher, clock, key: str, ur
         wait = await store.probe_slot(key, cfg.fetch.total_s + 10.0)
         if wait is None:
             break
-        await asyncio.sleep(min(wait, 1.0))
+        await clock.sleep(min(wait, 1.0))
     else:
         raise TimeoutError(f"no probe slot for {key} in {SLOT_WAITS_MAX} waits")
     for _ in range(SLOT_WAITS_MAX):           # the IP's slot, shared with the workers
         wait = await store.ip_acquire(ip, None, pol.ip_concurrency, pol.ip_rate, hold_s=cfg.fetch.total_s + 10.0)
         if wait is None:
             break
-        await asyncio.sleep(min(wait, 1.0))
+        await clock.sleep(min(wait, 1.0))
     else:
         raise TimeoutError(f"no request slot on {ip} in {SLOT_WAITS_MAX} waits")
     started = clock.now()

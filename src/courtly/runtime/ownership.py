@@ -160,10 +160,7 @@ class Ownership:
             except StoreUnavailableError as e:
                 delay = self._store_trouble(e)
             self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
-            except asyncio.TimeoutError:
-                pass
+            await self.clock.wait_until(self._wake.wait(), self.clock.now() + max(0.0, delay))
 
     def _next_wakeup(self) -> float:
         at = min(self._next_heartbeat, self._next_rebalance)

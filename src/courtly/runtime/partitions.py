@@ -174,9 +174,10 @@ class SharedIpSlots:
     """The engine's send policy on a cluster (runtime/distribution.SendPolicy):
     a slot of the per-IP limits in PostgreSQL (database clock) per request."""
 
-    def __init__(self, pg, cfg, parts: Partitions, stats: WorkerStats) -> None:
+    def __init__(self, pg, cfg, parts: Partitions, stats: WorkerStats, clock) -> None:
         self.pg = pg
         self.cfg = cfg
+        self.clock = clock
         self.parts = parts
         self.stats = stats
         self._slots: dict[str, str] = {}          # key -> IP of the shared slot its request holds
@@ -193,13 +194,13 @@ class SharedIpSlots:
                                             hold_s=self.cfg.fetch.total_s + 10.0)
         except StoreUnavailableError:
             self.stats.store_errors += 1
-            await asyncio.sleep(min(1.0, self.cfg.distributed.store_retry_s_max))
+            await self.clock.sleep(min(1.0, self.cfg.distributed.store_retry_s_max))
             return False
         if wait is None:
             self._slots[key] = ip
             return False    # held: check the local limits again, then go
         self.stats.ip_waits += 1
-        await asyncio.sleep(min(wait, 1.0))
+        await self.clock.sleep(min(wait, 1.0))
         return False
 
     def release(self, ip: str, key: str, now: float) -> None:
@@ -215,8 +216,8 @@ class SharedIpSlots:
                 await self.pg.ip_release(ip, None)
                 return
             except StoreUnavailableError:
-                await asyncio.sleep(0.5 * (attempt + 1))
+                await self.clock.sleep(0.5 * (attempt + 1))
 
     async def close(self) -> None:
         if self._bg:
-            await asyncio.wait(set(self._bg), timeout=5.0)
+            await self.clock.wait_until(asyncio.wait(set(self._bg)), self.clock.now() + 5.0)

@@ -3,7 +3,9 @@
 `Wakeup` is `asyncio.Event` plus `asyncio.wait_for` for one waiter, without
 the task and the cancellation `wait_for` makes per wait: the main loop waits
 once per event-loop turn in which something changed, so that cost was paid
-per fetched page (9-19 % of the crawler process in py-spy).
+per fetched page (9-19 % of the crawler process in py-spy). Its timeout is a
+timer of the crawl's clock (`Clock.timer`), so it runs in virtual time when
+the clock does (sim/vloop.py).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ class Wakeup:
     task and the cancellation that `wait_for` costs on every wait (the main
     loop waits once per event-loop turn in which something changed)."""
 
-    __slots__ = ("_flag", "_waiter")
+    __slots__ = ("_clock", "_flag", "_waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, clock) -> None:
+        self._clock = clock
         self._flag = False
         self._waiter: asyncio.Future | None = None
 
@@ -42,9 +45,9 @@ class Wakeup:
         """Until `set()` is called or `timeout` seconds have passed."""
         if self._flag:
             return
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if timeout is None else loop.call_later(timeout, _wake_up, waiter)
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        clock = self._clock
+        timer = None if timeout is None else clock.timer(clock.now() + timeout, _wake_up, waiter)
         try:
             await waiter
         finally:

@@ -120,7 +120,7 @@ class Worker:
         self.wstats = WorkerStats()
         self.own = Ownership(store, worker_id, store.region_range() or self.nparts, self.dist, clock, self)
         self.parts = Partitions(self.own, self.nparts, cfg, clock, self.wstats, part_of_key=store.partition_of_key)
-        self.slots = SharedIpSlots(store, cfg, self.parts, self.wstats)
+        self.slots = SharedIpSlots(store, cfg, self.parts, self.wstats, clock)
         self.engine = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc, store=_Unshared(),
                               extractor=extractor,
                               deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self))
@@ -221,10 +221,7 @@ class Worker:
                 self.wstats.store_errors += 1
             if got < self.dist.claim_max:
                 self._claim_now.clear()
-                try:
-                    await asyncio.wait_for(self._claim_now.wait(), self.dist.claim_s)
-                except asyncio.TimeoutError:
-                    pass
+                await self.clock.wait_until(self._claim_now.wait(), self.clock.now() + self.dist.claim_s)
 
     async def _claim(self) -> int:
         e = self.engine
@@ -305,10 +302,7 @@ class Worker:
             timeout = self.cfg.store.commit_interval_s
             if self._pending and self.own.store_down:
                 timeout = min(self.dist.store_retry_s_max, 1.0)
-            try:
-                await asyncio.wait_for(self._commit_now.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            await self.clock.wait_until(self._commit_now.wait(), self.clock.now() + timeout)
             self._commit_now.clear()
             try:
                 await self.take_up_shared()
@@ -419,7 +413,7 @@ class Worker:
                 log.warning("stopping with %d batch(es) not written: those pages will be fetched again",
                             len(self._pending))
                 return
-            await asyncio.sleep(1.0)
+            await self.clock.sleep(1.0)
 
 
 def owned_rows_only(b: Batch, part_of_url, part_of_key, *, keep: set[int] | None,
