@@ -104,6 +104,7 @@ class Crawler:
         self.tenancy = deployment.tenancy
         self.sending = deployment.sending
         self._seat = deployment.commits     # None: this engine writes its own store
+        self.payloads = deployment.payloads  # None: the exact index holds every capture
         self.cfg = cfg
         self.clock = clock
         self.resolver = resolver

@@ -139,6 +139,8 @@ class Results:
         if status == 200 and not result.truncated and result.body:
             # one SHA-1 pass: the exact-duplicate key is the record's WARC-Payload-Digest
             digest = warc_payload_digest(result.body)
+            if c.payloads is not None:   # a cluster: another worker may have stored it first
+                await c.payloads.recall(digest, c.budget)
             first = c.budget.first_capture(item.url, digest, result.started_at, c.batch,
                                            key=None if item.kind == "recrawl" else item.key)
             if first is not None and c.takedowns.match(first.url):
