@@ -24,6 +24,7 @@ from courtly.core.types import UrlItem
 from courtly.core.urls import partition_of
 from courtly.ports import Batch, FetchResult, StoreUnavailableError
 from courtly.runtime.budget import BudgetDefence
+from courtly.runtime.cluster import render_status, status_data
 from courtly.runtime.shared_defence import SharedDefence, SharedPayloads
 from courtly.runtime.worker import Worker
 from courtly.shell.store.postgres import PostgresStore
@@ -256,14 +257,14 @@ def test_a_payload_stored_by_another_worker_becomes_a_revisit_record_here(postgr
             await wb.engine.results.handle(UrlItem(url=url_b, key=key_b, band=4, depth=1),
                                            _fetched(url_b, T0 + 5))
             assert await wb.flush()
-            return wb.payloads.stats
+            return wb.payloads.stats, await status_data(dsn)
         finally:
             for x in writers:
                 x.close()
             for s in stores:
                 await s.close()
 
-    stats = _run(body())
+    stats, status = _run(body())
     (kind_a, uri_a, _), = _records(dirs["wa"])
     (kind_b, uri_b, h), = _records(dirs["wb"])
     assert (kind_a, kind_b) == ("response", "revisit")
@@ -271,3 +272,8 @@ def test_a_payload_stored_by_another_worker_becomes_a_revisit_record_here(postgr
     assert h["WARC-Refers-To-Target-URI"] == uri_a
     assert h["WARC-Refers-To-Date"].startswith("2023-11-14T22:13:20")
     assert (stats.rounds, stats.found) == (1, 1)
+    # `courtly status --db` sums what each worker published with its batch
+    assert sorted(status["worker_counters"]) == ["wa", "wb"]
+    assert status["worker_totals"]["payload_lookups"] == 2      # each worker's first sight of the payload
+    assert status["worker_totals"]["payload_revisits"] == 1
+    assert "payload revisits" in render_status(status)

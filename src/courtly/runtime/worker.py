@@ -74,6 +74,7 @@ from courtly.runtime.distribution import Deployment
 from courtly.runtime.ownership import Ownership
 from courtly.runtime.partitions import Partitions, SharedIpSlots, WorkerStats
 from courtly.runtime.shared_defence import SharedDefence, SharedPayloads
+from courtly.runtime.worker_figures import published
 
 __all__ = ["Worker", "WorkerStats", "owned_rows_only"]
 
@@ -311,6 +312,7 @@ class Worker:
     def _cut(self) -> None:
         batch = self.engine.take_batch()
         if len(batch):
+            batch.meta.update(published(self))    # this worker's counters, for `courtly status --db`
             self._pending.append((uuid.uuid4().hex, batch))
 
     async def loop(self) -> None:
