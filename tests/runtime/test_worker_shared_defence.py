@@ -145,6 +145,39 @@ def test_digests_looked_up_in_the_same_turn_go_out_in_one_statement_and_hits_bec
     assert (payloads.stats.asked, payloads.stats.rounds, payloads.stats.found) == (3, 1, 1)
 
 
+class _SlowPg(_FakePg):
+    """Holds each statement until `go` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(digests={"sha1:B2": FirstCapture("http://other.test/b", T0, "")})
+        self.go = asyncio.Event()
+
+    async def digest_records(self, digests):
+        self.asked.append(list(digests))
+        await self.go.wait()
+        return {d: self.digests[d] for d in digests if d in self.digests}
+
+
+def test_digests_arriving_while_a_lookup_is_out_go_together_in_the_next_one():
+    async def body():
+        pg = _SlowPg()
+        payloads, b = SharedPayloads(pg), _budget()
+        first = asyncio.ensure_future(payloads.recall("sha1:A", b))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert pg.asked == [["sha1:A"]]                     # out, not answered
+        later = [asyncio.ensure_future(payloads.recall(d, b)) for d in ("sha1:B2", "sha1:B1", "sha1:A")]
+        await asyncio.sleep(0)
+        assert pg.asked == [["sha1:A"]]                     # they wait for it
+        pg.go.set()
+        await asyncio.wait_for(asyncio.gather(first, *later), 10)
+        return pg.asked, payloads.stats, b
+    asked, stats, b = asyncio.run(body())
+    assert asked == [["sha1:A"], ["sha1:B1", "sha1:B2"]]     # sha1:A asked once
+    assert (stats.rounds, stats.found) == (2, 1)
+    assert b.exact.first("sha1:B2") == FirstCapture("http://other.test/b", T0, "")
+
+
 def test_a_store_that_does_not_answer_the_lookup_leaves_the_page_a_first_capture():
     pg = _FakePg(digests={"sha1:AAA": FirstCapture("http://other.test/x", T0, "")}, fail=True)
     payloads, b = SharedPayloads(pg), _budget()

@@ -23,9 +23,10 @@ How it works
   record is written): on a miss in the in-memory exact index the store's
   `digests` table (every worker's first captures) is asked; a hit is added
   to the index, so the engine's `first_capture` finds it and the WARC gets
-  the revisit record the single machine would write. Lookups of the pages
-  that finish in the same event-loop turn go out as one `digest_records`
-  statement. The store away: the page is stored whole (a second copy, never
+  the revisit record the single machine would write. One `digest_records`
+  statement is out at a time: the digests of pages that finish in the same
+  event-loop turn, or while one is out, go together in the next (so the
+  batches grow with the page rate, without a wait). The store away: the page is stored whole (a second copy, never
   a lost one). Two workers storing one payload in the same commit interval
   both keep a copy: the table learns of a capture when its batch commits.
 
@@ -101,30 +102,49 @@ class SharedPayloads:
     def __init__(self, pg) -> None:
         self.pg = pg
         self.stats = PayloadStats()
-        self._wanted: set[str] = set()
-        self._round: asyncio.Task | None = None
+        self._asked: dict[str, asyncio.Future[FirstCapture | None]] = {}   # digest -> its answer
+        self._next: list[str] = []                     # digests for the next round
+        self._rounds: asyncio.Task | None = None
 
     async def recall(self, digest: str, budget) -> None:
         """Make the exact index know `digest`'s first capture if any worker stored it."""
         if not budget.enabled or not digest or budget.exact.first(digest) is not None:
             return
-        self._wanted.add(digest)
-        if self._round is None:
-            # its first step runs after every callback already ready: their digests join this round
-            self._round = asyncio.get_running_loop().create_task(self._ask())
-        found = await asyncio.shield(self._round)   # one page cancelled does not cancel the others' round
-        hit = found.get(digest)
+        answer = self._asked.get(digest)
+        if answer is None:
+            loop = asyncio.get_running_loop()
+            answer = self._asked[digest] = loop.create_future()
+            self._next.append(digest)
+            if self._rounds is None:
+                # its first step runs after every callback already ready: their digests join this round
+                self._rounds = loop.create_task(self._ask())
+        hit = await asyncio.shield(answer)     # one page cancelled does not cancel the others' answer
         if hit is not None and budget.exact.first(digest) is None:
             budget.exact.add(digest, hit.url, hit.date, hit.record_id)
 
-    async def _ask(self) -> dict[str, FirstCapture]:
-        wanted, self._wanted, self._round = sorted(self._wanted), set(), None
-        self.stats.asked += len(wanted)
-        self.stats.rounds += 1
+    async def _ask(self) -> None:
+        """One statement at a time: digests that arrive while one is out go
+        together in the next (batches grow with the page rate, no wait)."""
         try:
-            found = await self.pg.digest_records(wanted)
-        except StoreUnavailableError:
-            self.stats.failed += 1
-            return {}
-        self.stats.found += len(found)
-        return found
+            while self._next:
+                wanted, self._next = sorted(self._next), []
+                self.stats.asked += len(wanted)
+                self.stats.rounds += 1
+                try:
+                    found = await self.pg.digest_records(wanted)
+                except StoreUnavailableError:
+                    self.stats.failed += 1
+                    found = {}
+                self.stats.found += len(found)
+                for d in wanted:
+                    self._asked.pop(d).set_result(found.get(d))
+        except BaseException as e:   # a bug, or the loop going away: no page may wait for ever
+            for answer in self._asked.values():
+                if not answer.done():
+                    answer.set_exception(e if isinstance(e, Exception) else asyncio.CancelledError())
+            self._asked.clear()
+            self._next = []
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            self._rounds = None
