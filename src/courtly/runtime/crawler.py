@@ -46,11 +46,12 @@ from courtly.config import Config
 from courtly.core.ban import BanConfig, BanWatch
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.health import Health
+from courtly.core.intent import profile_of
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
 from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
 from courtly.core.seen import SeenFilter
-from courtly.core.types import Reason, UrlItem
+from courtly.core.types import ItemKind, Reason, UrlItem
 from courtly.core.urls import (
     escape_raw_octets,
     origin_of_normalized,
@@ -75,7 +76,7 @@ from courtly.runtime.resume import CLEAN_STOP_META, hold_after_stop
 from courtly.runtime.slowdown import Complaints
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
-from courtly.ports import Batch
+from courtly.ports import Batch, ResolveFailed
 
 __all__ = ["Crawler", "CrawlStats"]
 
@@ -106,6 +107,7 @@ class Crawler:
         self._seat = deployment.commits     # None: this engine writes its own store
         self.payloads = deployment.payloads  # None: the exact index holds every capture
         self.cfg = cfg
+        self.profile = profile_of(cfg.crawl.intent)   # the intent, resolved once into flags
         self.clock = clock
         self.resolver = resolver
         self.fetcher = fetcher
@@ -347,7 +349,7 @@ class Crawler:
                 self.recrawl.released(url, now)
                 self.recrawl.scheduler.remove(url)
                 continue
-            self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
+            self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind=ItemKind.RECRAWL), now)
 
     def _queue_checks(self, now: float) -> None:
         """Queue the watches due now (runtime/monitor): a URL new to the crawl
@@ -358,7 +360,7 @@ class Crawler:
                     self.monitor.released(url, now)
                 continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
-            if not self.queue(UrlItem(url=url, key=key, band=2, depth=0, kind="recrawl"), now):
+            if not self.queue(UrlItem(url=url, key=key, band=2, depth=0, kind=ItemKind.RECRAWL), now):
                 self.monitor.released(url, now)
 
     def wake(self) -> None:
@@ -521,10 +523,8 @@ class Crawler:
         # all, not even for its robots.txt.
         try:
             ip = (await self.resolver.resolve(origin.host))[0]
-        except Exception as e:
-            if not isinstance(getattr(e, "reason", None), Reason):
-                raise  # not a resolution failure: a bug
-            self.decide(item.url, item.key, item.via, e.reason, getattr(e, "detail", ""), now, item.depth)
+        except ResolveFailed as e:   # anything else is a bug, and propagates
+            self.decide(item.url, item.key, item.via, e.reason, e.detail, now, item.depth)
             return "done"
         if not self._warned_impolite and self.politeness.delay_s_min(item.key, now) < 1.0 \
                 and is_public_address(ip):
