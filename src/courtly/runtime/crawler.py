@@ -39,7 +39,6 @@ import asyncio
 import dataclasses
 import logging
 import random
-import uuid
 from typing import Iterable
 
 from courtly.config import Config
@@ -72,7 +71,7 @@ from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
 from courtly.runtime.results import Results
-from courtly.runtime.resume import CLEAN_STOP_META, hold_after_stop
+from courtly.runtime.resume import CLEAN_STOP_META, resume_from_store
 from courtly.runtime.slowdown import Complaints
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
@@ -177,42 +176,8 @@ class Crawler:
     # ---- lifecycle ------------------------------------------------------------
 
     def load(self) -> int:
-        """Resume from the store: seen filter, queued URLs, host and robots state."""
-        now = self.clock.now()
-        self._load_crawl_id()
-        self.takedowns.load(now)
-        self.seen.update(self.store.iter_urls())
-        self.budget.load(self.store)
-        self.recrawl.load(self.store, now)
-        self.monitor.load(now)
-        saved = self.store.hosts()
-        for key, snap in saved.items():
-            self.politeness.restore(key, snap)
-        for origin, snap in self.store.robots().items():
-            self.robots.restore(origin, snap)
-        hold_after_stop(self.store, self.politeness, self.cfg, saved, now)
-        self.complaints.poll(now)
-        n = 0
-        for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
-            purge = self.takedowns.match(url)
-            if purge is not None:
-                self.takedowns.decide(url, key, via, purge, now, depth)
-                continue
-            item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
-            if attempts:
-                self.attempts[url] = attempts
-            self.queue(item, now, stored=True)
-            n += 1
-        self.consumers.poll(now)
-        return n
-
-    def _load_crawl_id(self) -> None:
-        """The crawl folder's id (made once, kept in the store's meta)."""
-        crawl_id = self.store.get_meta("crawl_id")
-        if not crawl_id:
-            crawl_id = uuid.uuid4().hex[:12]
-            self.store.apply(Batch(meta={"crawl_id": crawl_id}))
-        self.crawl_id = crawl_id
+        """Resume from the store (runtime/resume.py); how many URLs were queued."""
+        return resume_from_store(self)
 
     def name_crawl(self, crawl_id: str) -> None:
         """The crawl's id, when it comes from elsewhere (a distributed crawl's store)."""
