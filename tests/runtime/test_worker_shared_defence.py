@@ -123,11 +123,36 @@ def test_adopting_a_partition_takes_its_trap_soft404_and_simhash_rows_and_no_oth
 
 def test_losing_a_partition_saves_then_drops_its_keys_state_only():
     b = _previous_owner()
-    batch = Batch()
-    _defence(b, _FakePg()).forget(partition_of(KEY_B, P), batch)
+    d, batch = _defence(b, _FakePg()), Batch()
+    d.save(Batch(), T0)                   # the first cut saves; the next one within SAVE_S does not
+    d.save(batch, T0 + 1)
+    assert "traps" not in batch.meta
+    d.forget(partition_of(KEY_B, P))
+    assert _suspect_keys(b) == {KEY_A, KEY_B}                   # kept until the batch is cut
+    d.save(batch, T0 + 2)
     assert KEY_B in json.loads(batch.meta["traps"])["hosts"]     # written if its epoch still allows
     assert _suspect_keys(b) == {KEY_A}
     assert not b.soft404.is_soft(f"http://{KEY_B}") and b.soft404.is_soft(f"http://{KEY_A}")
+
+
+def test_partitions_lost_together_are_all_in_the_one_save_of_the_next_cut():
+    b = _previous_owner()
+    d, batch = _defence(b, _FakePg()), Batch()
+    for key in (KEY_A, KEY_B):
+        d.forget(partition_of(key, P))
+    d.save(batch, T0)
+    assert set(json.loads(batch.meta["traps"])["hosts"]) == {KEY_A, KEY_B}
+    assert set(json.loads(batch.meta["soft404"])["hosts"]) == {f"http://{KEY_A}", f"http://{KEY_B}"}
+    assert not _suspect_keys(b)
+
+
+def test_adoption_replaces_what_this_worker_saw_of_a_keys_links_with_its_owners_rows():
+    pg = _FakePg(_previous_owner())
+    b = _budget()
+    b.admit(KEY_A, f"http://{KEY_A}/page", 1, T0)    # a link to KEY_A went by while another worker owned it
+    assert not _suspect_keys(b)
+    asyncio.run(_defence(b, pg).adopt([partition_of(KEY_A, P)]))
+    assert _suspect_keys(b) == {KEY_A}
 
 
 def test_digests_looked_up_in_the_same_turn_go_out_in_one_statement_and_hits_become_first_captures():
@@ -217,8 +242,7 @@ def _takes_over_from_previous_owner(dsn: str, second_id: str) -> BudgetDefence:
         b = w1.engine.budget
         b.admit(KEY_A, f"http://{KEY_A}{DEEP}", 1, T0)
         b.record_probe(f"http://{KEY_A}", f"http://{KEY_A}/nope", 200, b"<p>sorry, nothing</p>", "text/html", T0)
-        b.save(w1.engine.batch)
-        assert await w1.flush()
+        assert await w1.flush()     # the worker saves the guard and the book with its first batch
         await w1.own.close()       # releases every partition
         await s1.close()
         s2 = await PostgresStore.open(dsn, partitions=P)

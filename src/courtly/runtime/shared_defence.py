@@ -13,12 +13,20 @@ How it works
 * `SharedDefence.adopt(partitions)` (the worker's `_adopt_pending`, before a
   partition taken over is claimed from): the trap rows of its keys
   (`trap_snapshot`), the soft-404 rows of its origins (`soft404_snapshot`)
-  and its hosts' SimHashes (`iter_simhashes`) are merged in (`adopt`; what
-  this worker holds already is newer and stays).
+  and its hosts' SimHashes (`iter_simhashes`) are taken, replacing what
+  this worker had for those keys (only what it saw of their links while
+  another worker owned them: the rows are the owner's).
+* `SharedDefence.save(batch, now)` (each batch the worker cuts): the guard
+  and the book go into the batch every SAVE_S, as the single machine's
+  commit saves them, and at the last cut; `apply` writes the rows of the
+  partitions held that changed.
 * `SharedDefence.forget(partition)` (the worker's `stop_fetching`: lost or
-  released): the state of its keys is saved into the engine's batch first
-  (written if the partition's epoch still lets it, fenced by the store) and
-  then dropped, so it cannot outlive a newer owner's.
+  released) marks it; at the worker's next cut the guard and the book are
+  saved into the batch once (written for partitions whose
+  epoch still allows it, fenced by the store) and the state of every
+  partition gone meanwhile is dropped. One save per cut, however many
+  partitions a rebalance hands back: a second save would replace the first
+  in the batch, without the keys already dropped.
 * `SharedPayloads.recall(digest, budget)` (the engine, before a 200's
   record is written): on a miss in the in-memory exact index the store's
   `digests` table (every worker's first captures) is asked; a hit is added
@@ -43,7 +51,9 @@ from dataclasses import dataclass
 from courtly.core.fingerprint import FirstCapture, from_signed64
 from courtly.ports import StoreUnavailableError
 
-__all__ = ["SharedDefence", "SharedPayloads", "PayloadStats"]
+__all__ = ["SharedDefence", "SharedPayloads", "PayloadStats", "SAVE_S"]
+
+SAVE_S = 10.0    # the trap guard and soft-404 book are saved this often (the single machine's period)
 
 
 class SharedDefence:
@@ -55,6 +65,8 @@ class SharedDefence:
         self.budget = budget
         self.of_key = partition_of_key
         self.of_origin = partition_of_origin
+        self._parting: set[int] = set()    # lost or released, state not yet saved and dropped
+        self._saved_at = -SAVE_S
 
     async def start(self) -> None:
         """The allowlist rows (no host yet: each comes with its partition)."""
@@ -63,12 +75,20 @@ class SharedDefence:
             b.restore_traps(await self.pg.trap_snapshot([]))
 
     async def adopt(self, partitions: list[int]) -> tuple[int, int, int]:
-        """Merge in the state of `partitions`; (trap keys, origins, SimHashes) taken."""
+        """Take the stored state of `partitions`; (trap keys, origins, SimHashes) taken.
+
+        What this worker holds for their keys is dropped first: it did not
+        own them, so it only saw their links go by (admission checks every
+        discovered URL, routed or not), while the rows are the owner's."""
         b = self.budget
         if not b.enabled or not partitions:
             return (0, 0, 0)
-        keys = b.traps.adopt(await self.pg.trap_snapshot(partitions))
-        origins = b.soft404.adopt(await self.pg.soft404_snapshot(partitions))
+        wanted = set(partitions)
+        self._parting -= wanted
+        traps = await self.pg.trap_snapshot(partitions)
+        soft = await self.pg.soft404_snapshot(partitions)
+        self._drop(wanted)
+        keys, origins = b.traps.adopt(traps), b.soft404.adopt(soft)
         prints = 0
         async for doc_id, fp, scope in self.pg.iter_simhashes(partitions):
             if doc_id not in b.near:
@@ -76,16 +96,32 @@ class SharedDefence:
                 prints += 1
         return (keys, origins, prints)
 
-    def forget(self, partition: int, batch=None) -> None:
-        """Save into `batch` (when given), then drop, the trap and soft-404
-        state of `partition`'s keys."""
+    def forget(self, partition: int) -> None:
+        """`partition` was lost or released: its state is saved and dropped at
+        the next `save` (one save for every partition gone meanwhile)."""
+        self._parting.add(partition)
+
+    def save(self, batch, now: float, *, final: bool = False) -> None:
+        """At a batch cut: save the trap guard and soft-404 book into `batch`
+        every SAVE_S (as the single machine's commit does), at the last cut,
+        and whenever partitions went since the last cut (their last state is
+        written if their epochs still allow: the store fences it); then drop
+        those partitions' keys."""
         b = self.budget
         if not b.enabled:
+            self._parting.clear()
             return
-        if batch is not None:
+        if final or self._parting or now - self._saved_at >= SAVE_S:
             b.save(batch)
-        b.traps.forget(lambda key: self.of_key(key) == partition)
-        b.soft404.forget(lambda origin: self.of_origin(origin) == partition)
+            self._saved_at = now
+        if self._parting:
+            self._drop(self._parting)
+            self._parting = set()
+
+    def _drop(self, partitions: set[int]) -> None:
+        b = self.budget
+        b.traps.forget(lambda key: self.of_key(key) in partitions)
+        b.soft404.forget(lambda origin: self.of_origin(origin) in partitions)
 
 
 @dataclass(slots=True)

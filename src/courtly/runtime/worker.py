@@ -24,9 +24,10 @@ it is built. Only ownership and state move:
   (inbox rebuilt from its queued URLs), restores its keys' politeness state
   and holds every key one delay plus one commit interval: the previous
   owner's last requests may not be in the store.
-* **Budget defence** (runtime/shared_defence.py): a partition adopted
+* **Budget defence** (runtime/shared_defence.py): the trap guard and the
+  soft-404 book are saved with a batch every 10 s; a partition adopted
   brings its trap flags, soft-404 book and near-duplicate prints from the
-  store; one lost or released leaves them there (saved first). A payload
+  store; one lost or released is saved once more and dropped here. A payload
   another worker stored first becomes a revisit here (the engine asks the
   store on a miss of its exact index, `SharedPayloads`).
 * **Per-IP limits** hold cluster-wide (`SharedIpSlots`, the engine's send
@@ -165,7 +166,7 @@ class Worker:
         stay queued in the store for the next owner)."""
         for key in self.parts.forget(partition):
             self.wstats.dropped_urls += self.engine.frontier.drop_key(key)
-        self.defence.forget(partition, self.engine.batch)   # its next owner reads it from the store
+        self.defence.forget(partition)    # saved at the next cut, for its next owner, then dropped here
         self._claimed.pop(partition, None)
         self._unadopted.pop(partition, None)
         self.engine.wake()
@@ -310,6 +311,7 @@ class Worker:
         self._commit_now.set()
 
     def _cut(self) -> None:
+        self.defence.save(self.engine.batch, self.clock.now())   # every 10 s, and partitions gone since
         batch = self.engine.take_batch()
         if len(batch):
             batch.meta.update(published(self))    # this worker's counters, for `courtly status --db`
@@ -430,6 +432,7 @@ class Worker:
 
     async def _final_flush(self) -> None:
         deadline = self.clock.now() + FINAL_FLUSH_S
+        self.defence.save(self.engine.batch, self.clock.now(), final=True)
         while not await self.flush():
             if self.clock.now() > deadline:
                 log.warning("stopping with %d batch(es) not written: those pages will be fetched again",
