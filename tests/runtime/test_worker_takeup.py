@@ -14,25 +14,17 @@ from types import SimpleNamespace
 from courtly.config import Config
 from courtly.runtime.worker import Worker
 from clock_support import ManualClock
+from worker_fakes import OneRegionStore
 
 T0 = 1_700_000_000.0
 
 
-class _Pg:
-    partitions = 8
+class _Pg(OneRegionStore):
 
     def __init__(self) -> None:
         self.purge_rows: list[tuple] = []       # id, scope, value, reason, at, applied_at
         self.complaint_rows: list[tuple] = []   # id, host, key, contact, note, recorded_at, resolved_at
         self.asked_after: list[int] = []
-
-    def region_range(self) -> None:        # one region: every partition
-        return None
-
-    def partition_of_key(self, key: str) -> int:
-        from courtly.core.sitekey import partition_of
-
-        return partition_of(key, self.partitions)
 
     async def purges(self, after_id: int = 0) -> list[tuple]:
         self.asked_after.append(after_id)

@@ -92,6 +92,11 @@ class BudgetDefence:
         for doc_id, fp, scope in store.iter_simhashes():
             self.near.add(doc_id, from_signed64(fp), scope)
 
+    def restore_traps(self, data: dict) -> None:
+        """A trap guard from `TrapGuard.snapshot` data (a worker starting: the
+        allowlist rows; each partition's hosts come when it is adopted)."""
+        self.traps = TrapGuard.restore(data, self.trap_config, self.rng)
+
     def save(self, batch) -> None:
         """Snapshot the guard and the soft-404 book into `batch` (called at commits)."""
         if self.enabled:

@@ -31,6 +31,7 @@ from courtly.runtime.crawler import SEED_BAND
 from courtly.runtime.homing import RegionSetupError, probe, region_output
 from courtly.runtime.wiring import build_network, start_servers, status_server, stop_on_signals, warcinfo
 from courtly.runtime.worker import Worker
+from courtly.runtime.worker_figures import PUBLISH_PREFIX, render_counters, summed_counters, worker_figures
 from courtly.shell.blob import open_warc_output
 from courtly.shell.clock import SystemClock
 from courtly.shell.store.postgres import PostgresStore, StoreError, StoreUnavailable
@@ -139,7 +140,8 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
                 on_start(worker)
             if status is not None:
                 local = None if "://" in out else Path(out)
-                servers.append(status_server(worker.engine, status, out=local))
+                servers.append(status_server(worker.engine, status, out=local,
+                                             extra=lambda: worker_figures(worker)))
                 await start_servers(servers)()
             stats = await worker.run()
             if worker.fatal is not None:
@@ -241,6 +243,7 @@ async def status_data(dsn: str, live_s: float = 15.0) -> dict:
         counts = await store.counts()
         regions = {r: {"partitions": len(store.layout.range_of(r)), "storage": store.storage.get(r, "")}
                    for r in (store.layout.regions if store.layout else ())}
+        published = await store.meta_prefixed(PUBLISH_PREFIX)
     except StoreUnavailable as e:
         raise ClusterError(f"PostgreSQL went away: {_first_line(e)}") from e
     finally:
@@ -263,6 +266,7 @@ async def status_data(dsn: str, live_s: float = 15.0) -> dict:
         "states": counts["states"],
         "fetches": counts["fetches"],
         "bytes": counts["bytes"],
+        **summed_counters(published),
     }
 
 
@@ -291,4 +295,5 @@ def render_status(d: dict) -> str:
         lines.append(f"  {owner:<40} {n:>8}")
     states = ", ".join(f"{k} {v}" for k, v in sorted(d["states"].items()))
     lines.append(f"URLs: {states or 'none'}; fetches {d['fetches']}, {d['bytes']} bytes")
+    lines += render_counters(d)
     return "\n".join(lines)

@@ -39,18 +39,18 @@ import asyncio
 import dataclasses
 import logging
 import random
-import uuid
 from typing import Iterable
 
 from courtly.config import Config
 from courtly.core.ban import BanConfig, BanWatch
 from courtly.core.frontier import Frontier, FrontierFull, Lease
 from courtly.core.health import Health
+from courtly.core.intent import profile_of
 from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
 from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
 from courtly.core.seen import SeenFilter
-from courtly.core.types import Reason, UrlItem
+from courtly.core.types import ItemKind, Reason, UrlItem
 from courtly.core.urls import (
     escape_raw_octets,
     origin_of_normalized,
@@ -71,11 +71,11 @@ from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
 from courtly.runtime.results import Results
-from courtly.runtime.resume import CLEAN_STOP_META, hold_after_stop
+from courtly.runtime.resume import CLEAN_STOP_META, resume_from_store
 from courtly.runtime.slowdown import Complaints
 from courtly.runtime.takedown import PurgedNow, Takedowns
 from courtly.runtime.wakeup import Wakeup
-from courtly.ports import Batch
+from courtly.ports import Batch, ResolveFailed
 
 __all__ = ["Crawler", "CrawlStats"]
 
@@ -104,7 +104,9 @@ class Crawler:
         self.tenancy = deployment.tenancy
         self.sending = deployment.sending
         self._seat = deployment.commits     # None: this engine writes its own store
+        self.payloads = deployment.payloads  # None: the exact index holds every capture
         self.cfg = cfg
+        self.profile = profile_of(cfg.crawl.intent)   # the intent, resolved once into flags
         self.clock = clock
         self.resolver = resolver
         self.fetcher = fetcher
@@ -174,42 +176,8 @@ class Crawler:
     # ---- lifecycle ------------------------------------------------------------
 
     def load(self) -> int:
-        """Resume from the store: seen filter, queued URLs, host and robots state."""
-        now = self.clock.now()
-        self._load_crawl_id()
-        self.takedowns.load(now)
-        self.seen.update(self.store.iter_urls())
-        self.budget.load(self.store)
-        self.recrawl.load(self.store, now)
-        self.monitor.load(now)
-        saved = self.store.hosts()
-        for key, snap in saved.items():
-            self.politeness.restore(key, snap)
-        for origin, snap in self.store.robots().items():
-            self.robots.restore(origin, snap)
-        hold_after_stop(self.store, self.politeness, self.cfg, saved, now)
-        self.complaints.poll(now)
-        n = 0
-        for url, key, band, depth, redirects, via, attempts in self.store.iter_queued():
-            purge = self.takedowns.match(url)
-            if purge is not None:
-                self.takedowns.decide(url, key, via, purge, now, depth)
-                continue
-            item = UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects)
-            if attempts:
-                self.attempts[url] = attempts
-            self.queue(item, now, stored=True)
-            n += 1
-        self.consumers.poll(now)
-        return n
-
-    def _load_crawl_id(self) -> None:
-        """The crawl folder's id (made once, kept in the store's meta)."""
-        crawl_id = self.store.get_meta("crawl_id")
-        if not crawl_id:
-            crawl_id = uuid.uuid4().hex[:12]
-            self.store.apply(Batch(meta={"crawl_id": crawl_id}))
-        self.crawl_id = crawl_id
+        """Resume from the store (runtime/resume.py); how many URLs were queued."""
+        return resume_from_store(self)
 
     def name_crawl(self, crawl_id: str) -> None:
         """The crawl's id, when it comes from elsewhere (a distributed crawl's store)."""
@@ -348,7 +316,7 @@ class Crawler:
                 self.recrawl.released(url, now)
                 self.recrawl.scheduler.remove(url)
                 continue
-            self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind="recrawl"), now)
+            self.queue(UrlItem(url=url, key=key, band=2, depth=depth, kind=ItemKind.RECRAWL), now)
 
     def _queue_checks(self, now: float) -> None:
         """Queue the watches due now (runtime/monitor): a URL new to the crawl
@@ -359,7 +327,7 @@ class Crawler:
                     self.monitor.released(url, now)
                 continue
             key = politeness_key(split_origin(url).host, self.cfg.crawl.politeness_key)
-            if not self.queue(UrlItem(url=url, key=key, band=2, depth=0, kind="recrawl"), now):
+            if not self.queue(UrlItem(url=url, key=key, band=2, depth=0, kind=ItemKind.RECRAWL), now):
                 self.monitor.released(url, now)
 
     def wake(self) -> None:
@@ -522,10 +490,8 @@ class Crawler:
         # all, not even for its robots.txt.
         try:
             ip = (await self.resolver.resolve(origin.host))[0]
-        except Exception as e:
-            if not isinstance(getattr(e, "reason", None), Reason):
-                raise  # not a resolution failure: a bug
-            self.decide(item.url, item.key, item.via, e.reason, getattr(e, "detail", ""), now, item.depth)
+        except ResolveFailed as e:   # anything else is a bug, and propagates
+            self.decide(item.url, item.key, item.via, e.reason, e.detail, now, item.depth)
             return "done"
         if not self._warned_impolite and self.politeness.delay_s_min(item.key, now) < 1.0 \
                 and is_public_address(ip):

@@ -14,6 +14,9 @@ worker (runtime/worker.py), which builds the same engine with them.
 * `SendPolicy` -- the per-IP limits beyond this process: one machine has
   none (the core's local limits are all there is); a worker takes the
   cluster-wide per-IP slot from PostgreSQL before each request.
+* `Payloads` -- where the exact-duplicate index looks beyond this process
+  (None for one machine, whose index holds every capture; a worker asks the
+  shared store, runtime/shared_defence.py).
 * `Commits` -- where the engine's batches go when it does not write them to
   its own store (a worker writes them, fenced, to the shared store). None for
   one machine: the engine's `commit` writes the batch itself.
@@ -31,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Protocol
 
-__all__ = ["Commits", "Deployment", "LocalLimits", "OwnsEverything", "SendPolicy", "Tenancy", "Tenure",
-           "single_machine"]
+__all__ = ["Commits", "Deployment", "LocalLimits", "OwnsEverything", "Payloads", "SendPolicy", "Tenancy",
+           "Tenure", "single_machine"]
 
 
 class Tenure(NamedTuple):
@@ -103,6 +106,14 @@ class Commits(Protocol):
         ...
 
 
+class Payloads(Protocol):
+    """The first captures of payloads stored beyond this process."""
+
+    async def recall(self, digest: str, budget: Any) -> None:
+        """Make `budget`'s exact index know `digest`'s first capture, if one was stored elsewhere."""
+        ...
+
+
 class OwnsEverything:
     """One machine: every key is ours, there is no lease epoch and no gate."""
 
@@ -152,6 +163,7 @@ class Deployment:
     tenancy: Tenancy = field(default_factory=OwnsEverything)
     sending: SendPolicy = field(default_factory=LocalLimits)
     commits: Commits | None = None
+    payloads: Payloads | None = None
 
 
 def single_machine() -> Deployment:

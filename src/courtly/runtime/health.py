@@ -17,9 +17,9 @@ does not count itself (see docs/observability.md for each metric):
 - `frontier_disk_used_pct`: the share of the crawl folder's file system in use;
 - `abuse_complaints_open`: open rows of the crawl database's
   `abuse_complaints` table (0 when it has none or no such table);
-- `parser_restarts`: extraction workers lost and replaced;
-- `worker_partitions_held`: on a distributed worker, the partitions it
-  holds a lease on and fetches for.
+- `parser_restarts`: extraction workers lost and replaced.
+(A distributed worker's own figures, `worker_partitions_held` among them,
+come from runtime/worker_figures.py: the engine does not know its leases.)
 
 How it works: the crawl's hooks feed it (`queued`, `admitted`, `response`,
 forwarded by `CrawlObserver`); the rest is read from the crawler at
@@ -160,7 +160,6 @@ class HealthWatch:
             "frontier_disk_used_pct": self._cache("disk", now, self._disk_used_pct),
             "abuse_complaints_open": self._cache("abuse", now, self._abuse_open),
             "parser_restarts": self._parser_restarts(),
-            **self._leases(),
         }
 
     def sample_freshness(self, now: float) -> dict[str, float]:
@@ -206,12 +205,6 @@ class HealthWatch:
             self._propagation.add(max(0.0, float(entry["effect_s"])))
         self._purges_seen = len(applied)
         return self._propagation.snapshot()
-
-    def _leases(self) -> dict:
-        """A distributed worker's partitions held (absent on a single machine)."""
-        own = getattr(self._c, "own", None)
-        fetching = getattr(own, "fetching", None)
-        return {"worker_partitions_held": len(fetching())} if callable(fetching) else {}
 
     def _parser_restarts(self) -> int:
         stats = getattr(self._c.extractor, "stats", None)

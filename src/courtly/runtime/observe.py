@@ -159,8 +159,9 @@ class CrawlObserver:
     """A `StatusSource` over a live crawler (see the module docstring)."""
 
     def __init__(self, crawler, *, decisions_max: int = DECISIONS_MAX, ip_window_s: float = IP_WINDOW_S,
-                 out: Path | None = None) -> None:
+                 out: Path | None = None, extra: Callable[[], dict] | None = None) -> None:
         self._c = crawler
+        self._extra = extra     # a deployment's own figures (a worker's: runtime/worker_figures.py)
         store_path = getattr(crawler.store, "path", None)
         # the crawl folder (a worker's local WARC folder: its store is PostgreSQL)
         self._out = Path(out) if out is not None else Path(store_path).parent if store_path else None
@@ -308,6 +309,7 @@ class CrawlObserver:
             "monitor": c.monitor.snapshot(),
             "consumers": c.consumers.metrics() if c.consumers.enabled else None,
             "recrawl_period": _period_parts(getattr(c, "recrawl", None)),
+            **(self._extra() if self._extra is not None else {}),
         }
 
     def hosts(self, offset: int, limit: int, sort: str, desc: bool, query: str) -> tuple[int, list[dict]]:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 from courtly.core.frontier import Lease
 from courtly.core.health import failure_kind
 from courtly.core.hints import sitemap_locations
-from courtly.core.robots import REDIRECTS_MAX, RobotsFailed, RobotsFetched
+from courtly.core.robots import REDIRECTS_MAX, RobotsFailed, RobotsFailure, RobotsFetched
 from courtly.core.types import Reason
 from courtly.core.urls import UrlError, escape_raw_octets, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.distribution import Tenure
 from courtly.runtime.takedown import PurgedNow
+from courtly.ports import ResolveFailed
 
 if TYPE_CHECKING:
     from courtly.runtime.roles import RequestsHost
@@ -183,28 +184,27 @@ class LeaseRequests:
             hop_key = politeness_key(o.host, c.cfg.crawl.politeness_key)
             try:
                 ip = (await c.resolver.resolve(o.host))[0]
-            except Exception as e:
-                if not isinstance(getattr(e, "reason", None), Reason):
-                    raise
-                outcome = RobotsFailed("non_public" if e.reason == Reason.NON_PUBLIC else "dns")
+            except ResolveFailed as e:
+                outcome = RobotsFailed(RobotsFailure.NON_PUBLIC if e.reason is Reason.NON_PUBLIC
+                                       else RobotsFailure.DNS)
                 break
             try:
                 result = await (self.request(url, hop_key, ip, lease, {}, tenure) if hop_key == key
                                 else self.request(url, hop_key, ip, None, {}))
             except PurgedNow:
-                outcome = RobotsFailed("network")   # may not ask: disallow all, retried later
+                outcome = RobotsFailed(RobotsFailure.NETWORK)   # may not ask: disallow all, retried later
                 break
             if result is None:
                 return False
             c.stats.robots_fetched += 1
             c.results.archive(url, result, kind="robots", meta={"robots-origin": origin})
             if result.status == 0:
-                outcome = RobotsFailed("timeout" if result.error == "timeout" else "network")
+                outcome = RobotsFailed(RobotsFailure.TIMEOUT if result.error == "timeout" else RobotsFailure.NETWORK)
             elif 300 <= result.status < 400 and result.headers.get("location"):
                 hops += 1
                 # RFC 9309 2.3.1.2: at least five redirects, whatever pages may follow
                 if hops > REDIRECTS_MAX:
-                    outcome = RobotsFailed("too_many_redirects")
+                    outcome = RobotsFailed(RobotsFailure.TOO_MANY_REDIRECTS)
                     break
                 try:
                     # a Location that is not UTF-8: its octets as %XX, as for a page's redirect
@@ -215,18 +215,18 @@ class LeaseRequests:
             elif 200 <= result.status < 300 and result.truncated in ("time", "disconnect"):
                 # a file the network cut short may have lost any later rule (or
                 # cut one, "Allow: /abc" read as "Allow: /a"): unreachable, RFC 9309 2.3.1.4
-                outcome = RobotsFailed("timeout" if result.truncated == "time" else "network")
+                outcome = RobotsFailed(RobotsFailure.TIMEOUT if result.truncated == "time" else RobotsFailure.NETWORK)
             else:
                 outcome = RobotsFetched(result.status, result.content or b"", hops)
         done = c.clock.now()
         c.robots.fetch_finished(origin, done, outcome)
         c.batch.robots[origin] = c.robots.snapshot(origin)
         view = c.robots.lookup(origin, done)
-        if view.rules is not None and c.cfg.crawl.intent != "monitor":
+        if view.rules is not None and c.profile.discovers:
             # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops);
             # a search crawl also tries the conventional /sitemap.xml when none is named
             sitemaps = sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX)
-            if not sitemaps and c.cfg.crawl.intent == "search":
+            if not sitemaps and c.profile.guesses_sitemap:
                 sitemaps = [origin + "/sitemap.xml"]
             for sitemap in sitemaps:
                 c.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)

@@ -23,7 +23,7 @@ from courtly.core.fingerprint import FirstCapture, payload_digest, warc_payload_
 from courtly.core.health import Health, failure_kind
 from courtly.core.hints import named_like_hints
 from courtly.core.links import link_fields
-from courtly.core.types import Reason, UrlItem
+from courtly.core.types import ItemKind, Reason, UrlItem
 from courtly.core.urls import host_of_normalized, origin_text_of_normalized
 from courtly.runtime.recrawl import XML_TYPES
 
@@ -124,7 +124,7 @@ class Results:
             return "done"
         self._count(status)
         c.attempts.pop(item.url, None)
-        kind = "recrawl" if item.kind == "recrawl" else "page"
+        kind = "recrawl" if item.kind == ItemKind.RECRAWL else "page"
         meta = {"via": item.via, "depth": str(item.depth), "fetch-reason": item.kind}
         if status == 304:
             # unchanged since the capture our validators came from: a server-not-modified revisit of it
@@ -139,11 +139,13 @@ class Results:
         if status == 200 and not result.truncated and result.body:
             # one SHA-1 pass: the exact-duplicate key is the record's WARC-Payload-Digest
             digest = warc_payload_digest(result.body)
+            if c.payloads is not None:   # a cluster: another worker may have stored it first
+                await c.payloads.recall(digest, c.budget)
             first = c.budget.first_capture(item.url, digest, result.started_at, c.batch,
-                                           key=None if item.kind == "recrawl" else item.key)
+                                           key=None if item.kind == ItemKind.RECRAWL else item.key)
             if first is not None and c.takedowns.match(first.url):
                 first = None   # the earlier copy is purged: exports drop it, so store this one whole
-            elif first is not None and first.url == item.url and item.kind != "recrawl":
+            elif first is not None and first.url == item.url and item.kind != ItemKind.RECRAWL:
                 # its own capture by a run that stopped (kill -9, a full disk) after the
                 # digest was committed but before the page was: its links were never queued
                 first = None
@@ -249,8 +251,8 @@ class Results:
         """A sitemap or feed: its dated entries are change hints, the rest discovery."""
         c = self.c
         unknown, _taken = c.recrawl.hints(content, now)
-        if c.cfg.crawl.intent == "monitor":
-            return   # a watch list: no discovery
+        if not c.profile.discovers:
+            return   # a watch list
         c.admission.admit_many(unknown, via=item.url, band=3, depth=item.depth + 1, now=now)
 
     async def extract(self, item: UrlItem, result, record_id: str = "") -> None:
@@ -284,7 +286,7 @@ class Results:
                 refetch=item.kind == "recrawl")
             if page.noindex:   # marked in the fetch log's flags: text exports leave it out
                 c.batch.flags.append((item.url, now, "noindex", _noindex_source(xrt, item.url, c.token)))
-            if c.cfg.crawl.intent != "monitor":   # a watch list discovers nothing
+            if c.profile.discovers:   # a watch list discovers nothing
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)
             if c.recrawl.enabled:
                 c.recrawl.links(item.url, c.admission.normalized(l.url for l in page.links))

@@ -416,14 +416,16 @@ def _with_consumer_api(api, crawler: Crawler, out: Path):
     return RouteSet(api, ConsumerApi({c.name: c.token for c in cfg.consumers}, record, crawler.consumers.metrics))
 
 
-def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None, watch_api=None):
+def status_server(crawler: Crawler, status: tuple[str, int], out: Path | None = None, watch_api=None,
+                  extra=None):
     """The metrics and status page server of one crawler, single machine or
     distributed worker (`out`: the crawl folder, when the store has none;
-    `watch_api`: a monitor crawl's watch list API)."""
+    `watch_api`: a monitor crawl's watch list API; `extra`: the deployment's
+    own figures, a worker's)."""
     from courtly.runtime.observe import CrawlObserver
     from courtly.shell.status import StatusServer
 
-    return StatusServer(CrawlObserver(crawler, out=out), status[0], status[1], now=crawler.clock.now,
+    return StatusServer(CrawlObserver(crawler, out=out, extra=extra), status[0], status[1], now=crawler.clock.now,
                         watch_api=watch_api)
 
 

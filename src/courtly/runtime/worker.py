@@ -24,6 +24,12 @@ it is built. Only ownership and state move:
   (inbox rebuilt from its queued URLs), restores its keys' politeness state
   and holds every key one delay plus one commit interval: the previous
   owner's last requests may not be in the store.
+* **Budget defence** (runtime/shared_defence.py): the trap guard and the
+  soft-404 book are saved with a batch every 10 s; a partition adopted
+  brings its trap flags, soft-404 book and near-duplicate prints from the
+  store; one lost or released is saved once more and dropped here. A payload
+  another worker stored first becomes a revisit here (the engine asks the
+  store on a miss of its exact index, `SharedPayloads`).
 * **Per-IP limits** hold cluster-wide (`SharedIpSlots`, the engine's send
   policy, runtime/partitions.py): every request also takes a slot from the store (`ip_acquire`,
   database clock) and gives it back when it ends.
@@ -68,6 +74,8 @@ from courtly.runtime.crawler import Crawler, CrawlStats
 from courtly.runtime.distribution import Deployment
 from courtly.runtime.ownership import Ownership
 from courtly.runtime.partitions import Partitions, SharedIpSlots, WorkerStats
+from courtly.runtime.shared_defence import SharedDefence, SharedPayloads
+from courtly.runtime.worker_figures import published
 
 __all__ = ["Worker", "WorkerStats", "owned_rows_only"]
 
@@ -121,9 +129,12 @@ class Worker:
         self.own = Ownership(store, worker_id, store.region_range() or self.nparts, self.dist, clock, self)
         self.parts = Partitions(self.own, self.nparts, cfg, clock, self.wstats, part_of_key=store.partition_of_key)
         self.slots = SharedIpSlots(store, cfg, self.parts, self.wstats, clock)
+        self.payloads = SharedPayloads(store)
         self.engine = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc, store=_Unshared(),
                               extractor=extractor,
-                              deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self))
+                              deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self,
+                                                    payloads=self.payloads))
+        self.defence = SharedDefence(store, self.engine.budget, self.parts.partition, self.parts.partition_of_url)
         self._pending: deque[tuple[str, Batch]] = deque()
         self._flush_lock = asyncio.Lock()
         self._commit_now = asyncio.Event()
@@ -155,6 +166,7 @@ class Worker:
         stay queued in the store for the next owner)."""
         for key in self.parts.forget(partition):
             self.wstats.dropped_urls += self.engine.frontier.drop_key(key)
+        self.defence.forget(partition)    # saved at the next cut, for its next owner, then dropped here
         self._claimed.pop(partition, None)
         self._unadopted.pop(partition, None)
         self.engine.wake()
@@ -193,6 +205,9 @@ class Worker:
         for key, snap in hosts.items():
             politeness.restore(key, snap)
             politeness.hold_key_until(key, self._hold_until + float(snap.get("delay_s", 0.0)))
+        await self.defence.adopt(sorted(todo))    # trap flags, soft-404 book, near-duplicate prints
+        for p in [p for p, e in todo.items() if self.own.epoch(p) != e]:
+            self.defence.forget(p)                # lost while it was read
         if self.engine.recrawl.enabled:    # search: the partitions' change histories, planned from here on
             rows = [r async for r in self.pg.iter_histories(sorted(todo))]
             self.engine.recrawl.load(_Histories(rows), self.clock.now())
@@ -293,8 +308,10 @@ class Worker:
         self._commit_now.set()
 
     def _cut(self) -> None:
+        self.defence.save(self.engine.batch, self.clock.now())   # every 10 s, and partitions gone since
         batch = self.engine.take_batch()
         if len(batch):
+            batch.meta.update(published(self))    # this worker's counters, for `courtly status --db`
             self._pending.append((uuid.uuid4().hex, batch))
 
     async def loop(self) -> None:
@@ -381,6 +398,7 @@ class Worker:
         for origin, snap in (await self.pg.robots()).items():
             e.robots.restore(origin, snap)
         e.takedowns.take_up(await self.pg.purges(0), self.clock.now(), at_start=True)
+        await self.defence.start()
         await self.pg.register(self.worker_id)
 
     async def run(self) -> CrawlStats:
@@ -408,6 +426,7 @@ class Worker:
 
     async def _final_flush(self) -> None:
         deadline = self.clock.now() + FINAL_FLUSH_S
+        self.defence.save(self.engine.batch, self.clock.now(), final=True)
         while not await self.flush():
             if self.clock.now() > deadline:
                 log.warning("stopping with %d batch(es) not written: those pages will be fetched again",

@@ -145,6 +145,22 @@ METRICS: tuple[MetricDef, ...] = (
        "and replaced.", (), "parser_restarts"),
     _m("worker_partitions_held", "gauge", "Partitions this distributed worker holds a lease on and fetches "
        "for (absent on a single machine).", (), "worker_partitions_held"),
+    # a distributed worker's own counters (runtime/worker_figures.py; absent on a single machine)
+    _m("worker_claimed_urls_total", "counter", "URLs this worker claimed from its partitions' inboxes.",
+       (), "worker.claimed"),
+    _m("worker_batches_total", "counter", "Batches this worker wrote to the shared store.", (), "worker.batches"),
+    _m("worker_stale_batches_total", "counter", "Batches refused for a stale lease epoch (partitions lost).",
+       (), "worker.stale_batches"),
+    _m("worker_dropped_urls_total", "counter", "URLs dropped here with a lost partition (still queued in "
+       "the store for its next owner).", (), "worker.dropped_urls"),
+    _m("worker_store_errors_total", "counter", "Calls to the shared store that failed (retried).", (),
+       "worker.store_errors"),
+    _m("worker_payload_lookups_total", "counter", "Payload digests looked up in the shared store (misses of "
+       "this worker's exact-duplicate index).", (), "worker.payload_lookups"),
+    _m("worker_payload_lookup_rounds_total", "counter", "Statements those lookups took (batched per event-loop "
+       "turn).", (), "worker.payload_lookup_rounds"),
+    _m("worker_payload_revisits_total", "counter", "Payloads another worker stored first, written here as "
+       "revisit records.", (), "worker.payload_revisits"),
     # rendering ([render]; absent when it is off)
     _m("renders_total", "counter", "Renders of script shells, by outcome.", ("outcome",), "render.outcomes"),
     _m("render_seconds", "histogram", "Time a render took, subrequests included.", (), "render.render_s"),

@@ -209,6 +209,11 @@ class SharedMixin:
                                    " AND flag = ANY($3::text[]) ORDER BY id LIMIT $2", 4, list(flags), start=0):
             yield r[:4]
 
+    async def meta_prefixed(self, prefix: str) -> dict[str, str]:
+        """The meta rows whose key starts with `prefix` (workers' published counters)."""
+        rows = await self._one("fetch", "SELECT k, v FROM meta WHERE starts_with(k, $1) ORDER BY k", prefix)
+        return {r[0]: r[1] for r in rows}
+
     # ---- trap guard and soft-404 book ----------------------------------------------------------
 
     def _partition_of_origin(self, origin: str) -> int:
