@@ -2,6 +2,7 @@
 
     python bench/distributed.py                           # 1, 2 and 4 workers, 200 hosts x 15 pages
     python bench/distributed.py --workers 1 2 --hosts 100 --pages-per-host 20
+    python bench/distributed.py --workers 1 --single      # one worker and `courtly crawl`, same web
 
 For each worker count: a fresh database on a throwaway PostgreSQL (loopback,
 temporary folder, stopped at the end), `courtly submit` of the web's seeds,
@@ -13,6 +14,11 @@ statements per page (the workers' PostgresStore counters: every round trip,
 BEGIN and COMMIT included) and the transactions the server committed per
 page (pg_stat_database), duplicate fetches and politeness violations from the
 server's request log.
+
+`--single` first runs `python -m courtly crawl` (SQLite, one machine) on the
+same simulated web (same profile, size and seed, a fresh server process) with
+the same configuration, started and measured the same way, and prints the
+ratio of each worker count's CPU per page to the single machine's.
 
 The web is the `bench` profile on loopback, so the per-IP limits are raised
 (`--ip-rate`, `--ip-concurrency`) without being impolite to anyone; the
@@ -62,6 +68,15 @@ async def _db(dsn: str, sql: str):
         await conn.close()
 
 
+def _spy(args, name: str) -> list[str]:
+    """The `py-spy record` prefix writing DIR/name.txt, or nothing."""
+    if args.py_spy is None:
+        return []
+    args.py_spy.mkdir(parents=True, exist_ok=True)
+    return [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "100",
+            "--subprocesses", "--output", str(args.py_spy / f"{name}.txt"), "--"]
+
+
 def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     dsn = pg.create_database(f"bench_{n}w_{int(time.time())}")
     allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
@@ -79,7 +94,7 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     for i in range(n):
         log = open(tmp / f"{n}w-{i}.log", "w")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "courtly", "worker", "--db", dsn, "--config", str(cfg),
+            [*_spy(args, f"{n}w-{i}"), sys.executable, "-m", "courtly", "worker", "--db", dsn, "--config", str(cfg),
              "--out", str(tmp / f"out-{n}"), "--worker-id", f"b{n}-{i}", "--exit-when-done", "--quiet"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
     for p in procs:
@@ -109,6 +124,38 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
             "duplicates": sum(report.duplicate_fetches.values()), "report": report}
 
 
+def run_single(web, tmp: Path, args) -> dict:
+    """`courtly crawl` on SQLite over the same web, measured like the workers."""
+    allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
+    cfg = tmp / "single.toml"
+    cfg.write_text(_config(args, allowed, web.hosts_file).split("[distributed]")[0])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    with open(tmp / "single.log", "w") as log:
+        proc = subprocess.run(
+            [*_spy(args, "single"), sys.executable, "-m", "courtly", "crawl", "--config", str(cfg), "--seeds-file",
+             str(web.out / "seeds.txt"), "--out", str(tmp / "out-single"), "--quiet"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=args.timeout_s)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"courtly crawl failed:\n{(tmp / 'single.log').read_text()[-3000:]}")
+    from courtly.shell.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp / "out-single" / "crawl.db")
+    pages = store.counts()["states"].get("fetched", 0)
+    store.close()
+    time.sleep(1.2)     # the server flushes its request log every second
+    from courtly.sim.check import check_log
+
+    report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
+                       ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
+    return {"workers": 0, "pages": pages, "wall_s": wall,
+            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "statements": 0, "xacts": 0, "violations": len(report.violations), "lost": 0, "readopted": 0,
+            "duplicates": sum(report.duplicate_fetches.values()), "report": report}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
@@ -123,15 +170,27 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=900.0)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (worker logs, WARC)")
+    ap.add_argument("--py-spy", metavar="DIR", type=Path,
+                    help="run every worker (and the single crawl) under `py-spy record` and write collapsed"
+                         " stacks (--format raw, 100 Hz) to DIR; its CPU is counted too: compare CPU figures"
+                         " only between runs without it")
+    ap.add_argument("--single", action="store_true",
+                    help="also run `courtly crawl` (one machine, SQLite) on the same web and print the CPU ratio")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="courtly-dbench-"))
     rows = []
+    sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host",
+                str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed)]
     try:
+        if args.single:
+            with simweb_process(tmp / "sim-single", sim_args, ready_s=120) as web:
+                print(f"one machine: {args.hosts} hosts x {args.pages_per_host} pages ...", flush=True)
+                rows.append(run_single(web, tmp, args))
+                if rows[-1]["violations"]:
+                    print(rows[-1]["report"].render()[:3000])
         with pg_server() as pg:
             for n in args.workers:
-                sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host",
-                            str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed)]
                 with simweb_process(tmp / f"sim-{n}", sim_args, ready_s=120) as web:
                     print(f"{n} worker(s): {args.hosts} hosts x {args.pages_per_host} pages ...", flush=True)
                     rows.append(run_one(pg, web, tmp, n, args))
@@ -148,12 +207,17 @@ def main() -> int:
           f"{'lost':>5} {'re-adopted':>10}")
     for r in rows:
         p = max(r["pages"], 1)
-        print(f"{r['workers']:>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
+        print(f"{r['workers'] or 'single':>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
               f"{r['cpu_s'] / p * 1000:>15.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
               f"{r['duplicates']:>11} {r['violations']:>10} {r['lost']:>5} {r['readopted']:>10}")
     print("(CPU: user+sys of the worker processes and their children; statements: PostgresStore round trips;"
           " xacts: transactions committed by the server, all sessions;"
           " lost: partition leases lost; re-adopted: partitions the quiet-time safety net adopted again)")
+    if args.single and len(rows) > 1:
+        base = rows[0]["cpu_s"] / max(rows[0]["pages"], 1)
+        for r in rows[1:]:
+            ratio = r["cpu_s"] / max(r["pages"], 1) / base if base else float("nan")
+            print(f"{r['workers']} worker(s): CPU per page {ratio:.2f}x the single machine's")
     return 0
 
 
