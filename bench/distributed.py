@@ -13,7 +13,9 @@ worker processes and their extraction children) per 1,000 pages, database
 statements per page (the workers' PostgresStore counters: every round trip,
 BEGIN and COMMIT included) and the transactions the server committed per
 page (pg_stat_database), duplicate fetches and politeness violations from the
-server's request log.
+server's request log, and the PostgreSQL server's CPU seconds per 1,000 pages
+(user+sys of the postmaster and its processes, from /proc: the database's
+share of a page, which the workers' figure does not include).
 
 `--single` first runs `python -m courtly crawl` (SQLite, one machine) on the
 same simulated web (same profile, size and seed, a fresh server process) with
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import resource
 import shutil
@@ -68,6 +71,25 @@ async def _db(dsn: str, sql: str):
         await conn.close()
 
 
+def _server_cpu_s(pg) -> float:
+    """User+sys seconds the PostgreSQL server has spent so far: the postmaster
+    with the processes it reaped, and its live processes."""
+    pid = int((pg.data / "postmaster.pid").read_text().split()[0])
+    ticks = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue        # ended meanwhile: its time is in the postmaster's reaped children
+        if int(d.name) == pid:
+            ticks += sum(int(x) for x in f[11:15])      # utime stime cutime cstime
+        elif int(f[1]) == pid:
+            ticks += int(f[11]) + int(f[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _spy(args, name: str) -> list[str]:
     """The `py-spy record` prefix writing DIR/name.txt, or nothing."""
     if args.py_spy is None:
@@ -88,6 +110,7 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     if sub.returncode != 0:
         raise SystemExit(sub.stderr)
     xact0 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
+    server0 = _server_cpu_s(pg)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     procs = []
@@ -102,6 +125,7 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    server_cpu = _server_cpu_s(pg) - server0
     xact1 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
     pages = asyncio.run(_db(dsn, "SELECT count(*) FROM urls WHERE state = 'fetched'"))[0][0]
     statements = lost = readopted = 0
@@ -118,7 +142,8 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
 
     report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
                        ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
-    return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "statements": statements,
+    return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "server_cpu_s": server_cpu,
+            "statements": statements,
             "xacts": int(xact1 - xact0), "violations": len(report.violations), "lost": lost,
             "readopted": readopted,
             "duplicates": sum(report.duplicate_fetches.values()), "report": report}
@@ -152,7 +177,7 @@ def run_single(web, tmp: Path, args) -> dict:
                        ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
     return {"workers": 0, "pages": pages, "wall_s": wall,
             "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            "statements": 0, "xacts": 0, "violations": len(report.violations), "lost": 0, "readopted": 0,
+            "server_cpu_s": 0.0, "statements": 0, "xacts": 0, "violations": len(report.violations), "lost": 0, "readopted": 0,
             "duplicates": sum(report.duplicate_fetches.values()), "report": report}
 
 
@@ -202,15 +227,16 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} "
+    print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} {'server CPU':>10} "
           f"{'statements/page':>16} {'xacts/page':>11} {'dup fetches':>11} {'violations':>10} "
           f"{'lost':>5} {'re-adopted':>10}")
     for r in rows:
         p = max(r["pages"], 1)
         print(f"{r['workers'] or 'single':>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
-              f"{r['cpu_s'] / p * 1000:>15.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
+              f"{r['cpu_s'] / p * 1000:>15.2f} {r['server_cpu_s'] / p * 1000:>10.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
               f"{r['duplicates']:>11} {r['violations']:>10} {r['lost']:>5} {r['readopted']:>10}")
-    print("(CPU: user+sys of the worker processes and their children; statements: PostgresStore round trips;"
+    print("(CPU: user+sys of the worker processes and their children; server CPU: PostgreSQL's, s/1k pages;"
+          " statements: PostgresStore round trips;"
           " xacts: transactions committed by the server, all sessions;"
           " lost: partition leases lost; re-adopted: partitions the quiet-time safety net adopted again)")
     if args.single and len(rows) > 1:
