@@ -1,4 +1,4 @@
-"""Per-IP slot requests of one PostgresStore, sent together: one statement a loop turn.
+"""Per-IP slot requests of one PostgresStore, sent together: one statement in flight.
 
 What it owns: the round trips of `ip_acquire` and `ip_release`. Every fetch
 of a distributed worker takes a slot on its IP from the store and gives it
@@ -8,7 +8,10 @@ its store traffic together.
 
 How it works: the first request of an event-loop turn schedules a flush
 for the end of the turn (`call_soon`); every request made before it runs
-joins it. The flush sends all of them as one statement calling the same
+joins it. At most one statement of each kind is in flight: requests made
+while one is out wait for its answer and then go together in the next, so
+the busier the worker, the more requests a statement carries (a request
+waits at most one more round trip). The flush sends them as one statement calling the same
 PL/pgSQL functions once per request (`unnest ... WITH ORDINALITY`,
 `LATERAL`), and each caller gets its own answer. A VOLATILE function sees
 what the calls before it in the statement wrote, so two requests on one IP
@@ -40,8 +43,9 @@ RELEASE_SQL = (
 
 
 class Coalescer:
-    """Collect the argument tuples of one loop turn and run `send(rows)` once;
-    `send` returns one answer per row, in order. `rows[i][0]` is the sort key
+    """Collect the argument tuples submitted in one loop turn, or while the
+    previous `send` was out, and run `send(rows)` once for them; `send`
+    returns one answer per row, in order. `rows[i][0]` is the sort key
     (the IP); rows are sent sorted by it, answers go back to their callers."""
 
     def __init__(self, send: Callable[[list[tuple]], Awaitable[Sequence[Any]]]) -> None:
@@ -49,12 +53,14 @@ class Coalescer:
         self._rows: list[tuple] = []
         self._waiters: list[asyncio.Future] = []
         self._tasks: set[asyncio.Task] = set()
+        self._pending = False       # a flush is scheduled or its statement is in flight
         self.flushes = 0
         self.rows = 0
 
     def submit(self, row: tuple) -> asyncio.Future:
         loop = asyncio.get_running_loop()
-        if not self._rows:
+        if not self._pending:
+            self._pending = True
             loop.call_soon(self._flush)
         fut = loop.create_future()
         self._rows.append(row)
@@ -64,6 +70,9 @@ class Coalescer:
     def _flush(self) -> None:
         rows, waiters = self._rows, self._waiters
         self._rows, self._waiters = [], []
+        if not rows:
+            self._pending = False
+            return
         order = sorted(range(len(rows)), key=lambda i: rows[i][0])
         task = asyncio.get_running_loop().create_task(self._run([rows[i] for i in order],
                                                                 [waiters[i] for i in order]))
@@ -76,6 +85,7 @@ class Coalescer:
         try:
             answers = await self._send(rows)
         except asyncio.CancelledError:
+            self._pending = False
             for w in waiters:
                 w.cancel()
             raise
@@ -84,7 +94,8 @@ class Coalescer:
                 if not w.done():
                     w.set_exception(e)
                     w.exception()    # retrieved here: a caller that stopped waiting logs nothing
-            return
-        for w, a in zip(waiters, answers, strict=True):
-            if not w.done():
-                w.set_result(a)
+        else:
+            for w, a in zip(waiters, answers, strict=True):
+                if not w.done():
+                    w.set_result(a)
+        self._flush()           # what came meanwhile goes now, or nothing is pending any more
