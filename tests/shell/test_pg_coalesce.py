@@ -70,3 +70,23 @@ def test_a_failed_statement_fails_the_requests_it_carried_and_the_next_ones_stil
         assert len(st.batches) == 2
 
     run(body())
+
+
+def test_a_cancelled_statement_cancels_its_requests_and_those_queued_behind_it():
+    async def body():
+        st = _Statement()
+        c = Coalescer(st)
+        out = asyncio.ensure_future(c.submit(("a", 1)))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        queued = asyncio.ensure_future(c.submit(("b", 2)))
+        await asyncio.sleep(0)
+        (flush,) = c._tasks
+        flush.cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert out.cancelled() and queued.cancelled()
+        st.gate.set()
+        assert await c.submit(("c", 3)) == "c#3"                 # nothing left pending: the next goes
+
+    run(body())

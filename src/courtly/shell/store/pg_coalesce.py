@@ -17,7 +17,8 @@ PL/pgSQL functions once per request (`unnest ... WITH ORDINALITY`,
 what the calls before it in the statement wrote, so two requests on one IP
 in a flush are decided exactly as two statements in that order would be.
 
-Rules: requests are ordered by IP inside a statement, so two workers'
+Rules: the requests waiting are bounded by the callers (each awaits its
+answer: one per fetch task at most); requests are ordered by IP inside a statement, so two workers'
 statements lock IP rows in the same order and cannot deadlock each other (a
 deadlock or serialization failure is retried anyway); a failed statement
 fails every request in it with the same error; a caller that stops waiting
@@ -85,9 +86,10 @@ class Coalescer:
         try:
             answers = await self._send(rows)
         except asyncio.CancelledError:
-            self._pending = False
-            for w in waiters:
+            # only the loop's shutdown cancels a flush: every request still here ends with it
+            for w in (*waiters, *self._waiters):
                 w.cancel()
+            self._rows, self._waiters, self._pending = [], [], False
             raise
         except Exception as e:
             for w in waiters:
