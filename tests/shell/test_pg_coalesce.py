@@ -35,14 +35,20 @@ class _Statement:
         return [f"{ip}#{n}" for ip, n in rows]
 
 
+async def _one_out(row: tuple) -> tuple[_Statement, Coalescer, asyncio.Future]:
+    """A batcher whose first statement, carrying `row`, is out."""
+    st = _Statement()
+    c = Coalescer(st)
+    fut = asyncio.ensure_future(c.submit(row))
+    for _ in range(2):
+        await asyncio.sleep(0)
+    assert st.batches == [[row]]
+    return st, c, fut
+
+
 def test_requests_made_while_a_statement_is_out_go_together_in_the_next_sorted_by_ip():
     async def body():
-        st = _Statement()
-        c = Coalescer(st)
-        first = asyncio.ensure_future(c.submit(("10.0.0.9", 1)))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        assert st.batches == [[("10.0.0.9", 1)]]               # out, waiting for its answer
+        st, c, first = await _one_out(("10.0.0.9", 1))         # out, waiting for its answer
         later = [asyncio.ensure_future(c.submit(row)) for row in (("10.0.0.3", 2), ("10.0.0.1", 3))]
         for _ in range(5):
             await asyncio.sleep(0)
@@ -74,11 +80,7 @@ def test_a_failed_statement_fails_the_requests_it_carried_and_the_next_ones_stil
 
 def test_a_cancelled_statement_cancels_its_requests_and_those_queued_behind_it():
     async def body():
-        st = _Statement()
-        c = Coalescer(st)
-        out = asyncio.ensure_future(c.submit(("a", 1)))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
+        st, c, out = await _one_out(("a", 1))
         queued = asyncio.ensure_future(c.submit(("b", 2)))
         await asyncio.sleep(0)
         (flush,) = c._tasks
