@@ -169,7 +169,8 @@ class ClusterMixin:
         when the request is over), else seconds to wait before asking again.
         `now` is the caller's clock (NTP-synced workers) or None for the
         database's; a slot not released within `hold_s` lapses (dead worker).
-        The requests of one loop turn go as one statement (pg_coalesce)."""
+        Requests made together (one loop turn, or while the previous such
+        statement was out) go as one statement (pg_coalesce)."""
         window = int(rate_per_s) if rate_per_s >= 1 else 1
         span = (1.0 if rate_per_s >= 1 else 1.0 / rate_per_s) + margin_s
         granted, wait_s, token = await self._ip_acquires.submit(
@@ -180,8 +181,8 @@ class ClusterMixin:
         return wait_s if wait_s is not None else self.ip_busy_wait_s
 
     async def ip_release(self, ip: str, now: float | None = None) -> None:
-        """Give back one slot this store granted on `ip` (with the others of this
-        loop turn, one statement: pg_coalesce); the
+        """Give back one slot this store granted on `ip` (with the releases made
+        together, one statement: pg_coalesce); the
         window counts the request from `now`, its completion (None: the
         database's clock)."""
         tokens = self._ip_tokens.get(ip)
