@@ -3,6 +3,7 @@
     python bench/distributed.py                           # 1, 2 and 4 workers, 200 hosts x 15 pages
     python bench/distributed.py --workers 1 2 --hosts 100 --pages-per-host 20
     python bench/distributed.py --workers 2 4 --regions us,eu    # two regions (issue 21)
+    python bench/distributed.py --workers 1 --single      # one worker and `courtly crawl`, same web
 
 For each worker count: a fresh database on a throwaway PostgreSQL (loopback,
 temporary folder, stopped at the end), `courtly submit` of the web's seeds,
@@ -13,7 +14,14 @@ worker processes and their extraction children) per 1,000 pages, database
 statements per page (the workers' PostgresStore counters: every round trip,
 BEGIN and COMMIT included) and the transactions the server committed per
 page (pg_stat_database), duplicate fetches and politeness violations from the
-server's request log.
+server's request log, and the PostgreSQL server's CPU seconds per 1,000 pages
+(user+sys of the postmaster and its processes, from /proc: the database's
+share of a page, which the workers' figure does not include).
+
+`--single` first runs `python -m courtly crawl` (SQLite, one machine) on the
+same simulated web (same profile, size and seed, a fresh server process) with
+the same configuration, started and measured the same way, and prints the
+ratio of each worker count's CPU per page to the single machine's.
 
 With `--regions us,eu` the web has regions (sim/region.py): a region is a
 loopback source address (127.0.2.1, 127.0.2.2, ...), every host is near the
@@ -37,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import resource
 import shutil
@@ -98,6 +107,32 @@ def _probe(dsn: str, cfg: Path, args) -> float:
         if p.returncode != 0:
             raise SystemExit(p.stderr)
     return time.monotonic() - t0
+def _server_cpu_s(pg) -> float:
+    """User+sys seconds the PostgreSQL server has spent so far: the postmaster
+    with the processes it reaped, and its live processes."""
+    pid = int((pg.data / "postmaster.pid").read_text().split()[0])
+    ticks = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue        # ended meanwhile: its time is in the postmaster's reaped children
+        if int(d.name) == pid:
+            ticks += sum(int(x) for x in f[11:15])      # utime stime cutime cstime
+        elif int(f[1]) == pid:
+            ticks += int(f[11]) + int(f[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _spy(args, name: str) -> list[str]:
+    """The `py-spy record` prefix writing DIR/name.txt, or nothing."""
+    if args.py_spy is None:
+        return []
+    args.py_spy.mkdir(parents=True, exist_ok=True)
+    return [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate", "100",
+            "--subprocesses", "--output", str(args.py_spy / f"{name}.txt"), "--"]
 
 
 def run_one(pg, web, tmp: Path, n: int, args) -> dict:
@@ -113,6 +148,7 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
         raise SystemExit(sub.stderr)
     probe_s = _probe(dsn, cfg, args) if args.regions else 0.0
     xact0 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
+    server0 = _server_cpu_s(pg)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     procs = []
@@ -121,7 +157,7 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
         region = args.regions[i % len(args.regions)] if args.regions else ""
         where = ["--region", region, "--source-address", _source(args.regions, region)] if region else []
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "courtly", "worker", "--db", dsn, "--config", str(cfg),
+            [*_spy(args, f"{n}w-{i}"), sys.executable, "-m", "courtly", "worker", "--db", dsn, "--config", str(cfg),
              "--out", str(tmp / f"out-{n}{'-' + region if region else ''}"), "--worker-id", f"b{n}-{i}",
              "--exit-when-done", "--quiet", *where],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
@@ -130,6 +166,7 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    server_cpu = _server_cpu_s(pg) - server0
     xact1 = asyncio.run(_db(pg.dsn, "SELECT sum(xact_commit) FROM pg_stat_database"))[0][0]
     pages = asyncio.run(_db(dsn, "SELECT count(*) FROM urls WHERE state = 'fetched'"))[0][0]
     statements = lost = readopted = 0
@@ -147,8 +184,8 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
     report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
                        ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
     by_region, misplaced = _regions_of(dsn, web, args) if args.regions else ({}, 0)
-    return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "statements": statements,
-            "probe_s": probe_s, "by_region": by_region, "misplaced": misplaced,
+    return {"workers": n, "pages": pages, "wall_s": wall, "cpu_s": cpu, "server_cpu_s": server_cpu,
+            "statements": statements, "probe_s": probe_s, "by_region": by_region, "misplaced": misplaced,
             "xacts": int(xact1 - xact0), "violations": len(report.violations), "lost": lost,
             "readopted": readopted,
             "duplicates": sum(report.duplicate_fetches.values()), "report": report}
@@ -173,6 +210,36 @@ def _regions_of(dsn: str, web, args) -> tuple[dict[str, int], int]:
         if region and "probe" not in r.agent and r.path != "/robots.txt" and homes.get(key) != region:
             misplaced += 1
     return by_region, misplaced
+def run_single(web, tmp: Path, args) -> dict:
+    """`courtly crawl` on SQLite over the same web, measured like the workers."""
+    allowed = json.loads(web.manifest_file.read_text())["allowed_networks"]
+    cfg = tmp / "single.toml"
+    cfg.write_text(_config(args, allowed, web.hosts_file).split("[distributed]")[0])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    with open(tmp / "single.log", "w") as log:
+        proc = subprocess.run(
+            [*_spy(args, "single"), sys.executable, "-m", "courtly", "crawl", "--config", str(cfg), "--seeds-file",
+             str(web.out / "seeds.txt"), "--out", str(tmp / "out-single"), "--quiet"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=args.timeout_s)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"courtly crawl failed:\n{(tmp / 'single.log').read_text()[-3000:]}")
+    from courtly.shell.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp / "out-single" / "crawl.db")
+    pages = store.counts()["states"].get("fetched", 0)
+    store.close()
+    time.sleep(1.2)     # the server flushes its request log every second
+    from courtly.sim.check import check_log
+
+    report = check_log(web.log_file, web.manifest_file, delay_s_min=args.delay_s, ip_rate=args.ip_rate,
+                       ip_concurrency=args.ip_concurrency, coverage=False, duplicate_fetches_max=10**9)
+    return {"workers": 0, "pages": pages, "wall_s": wall,
+            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "server_cpu_s": 0.0, "statements": 0, "probe_s": 0.0, "by_region": {}, "misplaced": 0, "xacts": 0, "violations": len(report.violations), "lost": 0, "readopted": 0,
+            "duplicates": sum(report.duplicate_fetches.values()), "report": report}
 
 
 def main() -> int:
@@ -193,16 +260,27 @@ def main() -> int:
     ap.add_argument("--near-share", type=float, default=0.3, help="share of hosts near the second region")
     ap.add_argument("--far-latency-s", type=float, default=0.1, help="extra latency from the far region")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (worker logs, WARC)")
+    ap.add_argument("--py-spy", metavar="DIR", type=Path,
+                    help="run every worker (and the single crawl) under `py-spy record` and write collapsed"
+                         " stacks (--format raw, 100 Hz) to DIR; its CPU is counted too: compare CPU figures"
+                         " only between runs without it")
+    ap.add_argument("--single", action="store_true",
+                    help="also run `courtly crawl` (one machine, SQLite) on the same web and print the CPU ratio")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="courtly-dbench-"))
     rows = []
+    sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host",
+                str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed), *_sim_regions(args)]
     try:
+        if args.single:
+            with simweb_process(tmp / "sim-single", sim_args, ready_s=120) as web:
+                print(f"one machine: {args.hosts} hosts x {args.pages_per_host} pages ...", flush=True)
+                rows.append(run_single(web, tmp, args))
+                if rows[-1]["violations"]:
+                    print(rows[-1]["report"].render()[:3000])
         with pg_server() as pg:
             for n in args.workers:
-                sim_args = ["--profile", "bench", "--hosts", str(args.hosts), "--pages-per-host",
-                            str(args.pages_per_host), "--ips", str(args.ips), "--seed", str(args.seed),
-                            *_sim_regions(args)]
                 with simweb_process(tmp / f"sim-{n}", sim_args, ready_s=120) as web:
                     print(f"{n} worker(s): {args.hosts} hosts x {args.pages_per_host} pages ...", flush=True)
                     rows.append(run_one(pg, web, tmp, n, args))
@@ -214,22 +292,28 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} "
+    print(f"{'workers':>7} {'pages':>6} {'wall s':>7} {'pages/s':>8} {'CPU s/1k pages':>15} {'server CPU':>10} "
           f"{'statements/page':>16} {'xacts/page':>11} {'dup fetches':>11} {'violations':>10} "
           f"{'lost':>5} {'re-adopted':>10}")
     for r in rows:
         p = max(r["pages"], 1)
-        print(f"{r['workers']:>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
-              f"{r['cpu_s'] / p * 1000:>15.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
+        print(f"{r['workers'] or 'single':>7} {r['pages']:>6} {r['wall_s']:>7.1f} {r['pages'] / r['wall_s']:>8.1f} "
+              f"{r['cpu_s'] / p * 1000:>15.2f} {r['server_cpu_s'] / p * 1000:>10.2f} {r['statements'] / p:>16.2f} {r['xacts'] / p:>11.2f} "
               f"{r['duplicates']:>11} {r['violations']:>10} {r['lost']:>5} {r['readopted']:>10}")
-    print("(CPU: user+sys of the worker processes and their children; statements: PostgresStore round trips;"
+    print("(CPU: user+sys of the worker processes and their children; server CPU: PostgreSQL's, s/1k pages;"
+          " statements: PostgresStore round trips;"
           " xacts: transactions committed by the server, all sessions;"
           " lost: partition leases lost; re-adopted: partitions the quiet-time safety net adopted again)")
     for r in rows:
-        if args.regions:
+        if args.regions and r["workers"]:
             print(f"{r['workers']} worker(s): probes {r['probe_s']:.1f} s (every region, before the workers); "
                   f"pages by home region {r['by_region']}; requests from outside the key's home region "
                   f"{r['misplaced']}")
+    if args.single and len(rows) > 1:
+        base = rows[0]["cpu_s"] / max(rows[0]["pages"], 1)
+        for r in rows[1:]:
+            ratio = r["cpu_s"] / max(r["pages"], 1) / base if base else float("nan")
+            print(f"{r['workers']} worker(s): CPU per page {ratio:.2f}x the single machine's")
     return 0
 
 

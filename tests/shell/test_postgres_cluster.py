@@ -193,6 +193,29 @@ def test_ip_rate_and_concurrency_follow_the_window_rule(postgres):
     run(body())
 
 
+def test_ip_requests_of_one_loop_turn_go_as_one_statement_with_the_sequential_answers(postgres):
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        busy, free, t = "192.0.2.10", "192.0.2.9", 1000.0
+        before = s.statements
+        # three asks on an IP with two slots, one on another IP, all in one turn
+        got = await asyncio.gather(*(s.ip_acquire(busy, t, 2, 100.0) for _ in range(3)),
+                                   s.ip_acquire(free, t, 1, 100.0))
+        assert s.statements == before + 1
+        assert got == [None, None, s.ip_busy_wait_s, None]
+        assert await s.ip_acquire(free, t + 0.1, 1, 100.0) == s.ip_busy_wait_s   # its one slot is taken
+        before = s.statements
+        await asyncio.gather(s.ip_release(busy, t + 0.2), s.ip_release(busy, t + 0.2), s.ip_release(free, t + 0.2))
+        assert s.statements == before + 1
+        assert await asyncio.gather(s.ip_acquire(busy, t + 0.3, 2, 100.0), s.ip_acquire(busy, t + 0.3, 2, 100.0),
+                                    s.ip_acquire(free, t + 0.3, 1, 100.0)) == [None, None, None]
+        await s.close()
+
+    run(body())
+
+
 def test_ip_limits_hold_across_two_workers_under_contention(postgres):
     dsn = postgres.create_database()
     conc, rate, ip = 3, 5.0, "198.51.100.7"

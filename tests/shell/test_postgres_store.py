@@ -316,6 +316,30 @@ def test_statements_per_batch_are_bounded_not_per_url(postgres):
 
 # ---- server restart ------------------------------------------------------------------------------
 
+def test_a_connection_goes_back_to_the_pool_without_a_reset_round_trip_but_rolled_back(postgres):
+    # the pool's default reset (RESET ALL, ...) would cost one more round trip
+    # per statement; a session setting surviving the release shows none ran,
+    # and an open transaction is still rolled back (asyncpg's own reset)
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn, pool_min=1, pool_max=1)
+        try:
+            async with s._conn() as conn:
+                await conn.execute("SET statement_timeout = '123s'")
+                tx = conn.transaction()
+                await tx.start()
+                await conn.execute("INSERT INTO meta VALUES ('left', 'open')")
+            async with s._conn() as conn:
+                assert await conn.fetchval("SHOW statement_timeout") == "123s"
+                assert not conn.is_in_transaction()
+            assert await s.get_meta("left") is None
+        finally:
+            await s.close()
+
+    run(body())
+
+
 def test_store_rides_out_a_server_restart_and_retries_once(tmp_path):
     from pg_support import missing_reason
     if missing_reason():

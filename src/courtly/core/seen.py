@@ -11,6 +11,15 @@ false-positive rate has degraded. `alarm` is that verdict for the metrics;
 runtime/bloom.py tells the operator and rebuilds the filter from the store
 at twice the capacity (`resized`), up to a maximum.
 
+Counting the bits set is a pass over the whole filter and the alarm is asked
+after every commit, so `alarm` counts only when the URLs added since the last
+count could have raised the fill past the alarm. Below the alarm's share q of
+bits set, one URL sets at most k bits and each bit raises the estimate
+-(m/k) ln(1 - bits/m) by at most 1/(k (1 - q)), so n URLs raise it by at most
+n/(1 - q); q is taken as 1 - (1 - alarm)^2, which holds while the filter's
+own number of hashes is at most twice the one computed here. Its plain twin
+(count every time) is held equal by tests/core/test_seen_alarm.py.
+
 Pure: no I/O; the filter lives in memory.
 """
 
@@ -37,6 +46,9 @@ class SeenFilter:
         self.lookups = 0
         self.negatives = 0          # lookups the filter answered alone
         self.false_positives = 0    # "maybe" answers the store said were new
+        self._counted = 0.0         # approx_items at the last count of the bits
+        self._added = 0             # add() calls since then
+        self._uncounted = False     # update() since then: how many is unknown
 
     def __contains__(self, url: str) -> bool:
         self.lookups += 1
@@ -47,26 +59,43 @@ class SeenFilter:
 
     def add(self, url: str) -> None:
         self._bloom.add(url)
+        self._added += 1
 
     def update(self, urls: Iterable[str]) -> None:
         self._bloom.update(urls)
+        self._uncounted = True
 
     def note_false_positive(self) -> None:
         self.false_positives += 1
 
     @property
     def approx_items(self) -> float:
-        return float(self._bloom.approx_items)
+        """The filter's estimate of the URLs it holds (counts the bits set)."""
+        n = float(self._bloom.approx_items)
+        self._counted, self._added, self._uncounted = n, 0, False
+        return n
 
     @property
     def fill_ratio(self) -> float:
         """Estimated fraction of bits set: 1 - exp(-k n / m)."""
-        m = self._bloom.size_in_bits
-        return 1.0 - math.exp(-self._hashes * self.approx_items / m)
+        return self._fill(self.approx_items)
+
+    def _fill(self, items: float) -> float:
+        return 1.0 - math.exp(-self._hashes * items / self._bloom.size_in_bits)
 
     @property
     def alarm(self) -> bool:
+        if not self._could_alarm():
+            return False
         return self.fill_ratio > self.fill_alarm
+
+    def _could_alarm(self) -> bool:
+        """False when the adds since the last count cannot have raised the fill
+        past the alarm (see the module doc), so the bits need no count."""
+        if self._uncounted or self.fill_alarm >= 1.0:
+            return True
+        bound = self._counted + self._added / (1.0 - self.fill_alarm) ** 2
+        return self._fill(bound * (1.0 + 1e-9)) > self.fill_alarm
 
     @property
     def past_capacity(self) -> bool:

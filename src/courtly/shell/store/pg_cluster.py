@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 import asyncpg
 
 from courtly.core.lease import LeaseRecord
+from courtly.shell.store.pg_coalesce import ACQUIRE_SQL, RELEASE_SQL, Coalescer
 from courtly.shell.store.pg_schema import NOW_SQL as _NOW
 from courtly.shell.store.sqlite import StoreError
 
@@ -31,6 +32,8 @@ class ClusterMixin:
     ip_busy_wait_s: float
     _ip_tokens: dict[str, list[float]]
     _shared_acquired: Callable[[], None]   # pg_shared: partitions were granted
+    _ip_acquires: Coalescer
+    _ip_releases: Coalescer
     # ---- workers and leases (database clock) --------------------------------------------------
 
     async def register(self, worker_id: str) -> float:
@@ -175,18 +178,21 @@ class ClusterMixin:
         """Ask for a request slot on `ip`: None when granted (call `ip_release`
         when the request is over), else seconds to wait before asking again.
         `now` is the caller's clock (NTP-synced workers) or None for the
-        database's; a slot not released within `hold_s` lapses (dead worker)."""
+        database's; a slot not released within `hold_s` lapses (dead worker).
+        Requests made together (one loop turn, or while the previous such
+        statement was out) go as one statement (pg_coalesce)."""
         window = int(rate_per_s) if rate_per_s >= 1 else 1
         span = (1.0 if rate_per_s >= 1 else 1.0 / rate_per_s) + margin_s
-        row = await self._one("fetchrow", "SELECT * FROM courtly_ip_acquire($1, $2, $3, $4, $5, $6)",
-                              ip, now, concurrency_max, window, span, hold_s)
-        if row["granted"]:
-            self._ip_tokens.setdefault(ip, []).append(row["token"])
+        granted, wait_s, token = await self._ip_acquires.submit(
+            (ip, now, concurrency_max, window, span, hold_s))
+        if granted:
+            self._ip_tokens.setdefault(ip, []).append(token)
             return None
-        return row["wait_s"] if row["wait_s"] is not None else self.ip_busy_wait_s
+        return wait_s if wait_s is not None else self.ip_busy_wait_s
 
     async def ip_release(self, ip: str, now: float | None = None) -> None:
-        """Give back one slot this store granted on `ip` (one statement); the
+        """Give back one slot this store granted on `ip` (with the releases made
+        together, one statement: pg_coalesce); the
         window counts the request from `now`, its completion (None: the
         database's clock)."""
         tokens = self._ip_tokens.get(ip)
@@ -195,7 +201,28 @@ class ClusterMixin:
         token = tokens.pop()
         if not tokens:
             del self._ip_tokens[ip]
-        await self._one("execute", "SELECT courtly_ip_release($1, $2, $3)", ip, token, now)
+        await self._ip_releases.submit((ip, token, now))
+
+    def _ip_coalescers(self) -> tuple[Coalescer, Coalescer]:
+        """The batchers of `ip_acquire` and `ip_release` (shell/store/pg_coalesce.py)."""
+        return Coalescer(self._send_ip_acquires), Coalescer(self._send_ip_releases)
+
+    async def _send_ip_acquires(self, rows: list[tuple]) -> list[tuple]:
+        got = await self._ip_statement("fetch", ACQUIRE_SQL, rows)
+        return [tuple(r) for r in got]
+
+    async def _send_ip_releases(self, rows: list[tuple]) -> list[None]:
+        await self._ip_statement("fetchval", RELEASE_SQL, rows)
+        return [None] * len(rows)
+
+    async def _ip_statement(self, method: str, sql: str, rows: list[tuple]):
+        for attempt in range(RETRIES):
+            try:
+                return await self._one(method, sql, *(list(c) for c in zip(*rows)))
+            except RETRYABLE:
+                if attempt == RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
 
     async def queue_state(self) -> tuple[bool, bool]:
         """(any URL at all, any URL still queued). A URL stays queued until the

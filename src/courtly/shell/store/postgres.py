@@ -40,9 +40,10 @@ How it works
   function that locks the IP's row, drops slots past their `hold_s` (a dead
   worker's), and grants a slot if fewer than `concurrency_max` are in flight
   and the `rate_per_s`-th latest start is more than a second old (the same
-  window rule as core/politeness.py). `ip_release` is one UPDATE. Two short
-  statements per fetch (a round trip each); the row lock is held only for
-  the statement, and the table is UNLOGGED (no WAL, commits wait for no
+  window rule as core/politeness.py). `ip_release` is one UPDATE. The slot
+  requests of one event-loop turn go as one statement (pg_coalesce.py),
+  so a fetch costs at most two short statements, usually less; row locks are
+  held only for the statement, and the table is UNLOGGED (no WAL, commits wait for no
   disk; a database *crash* empties it, which only forgets requests that were
   in flight when it went down).
 * Statement economy. Every write of a batch is one multi-row statement over
@@ -109,6 +110,15 @@ async def migrate(conn, migrations: Sequence[tuple[int, str]] = MIGRATIONS) -> i
         return await _migrate(conn, migrations)
     except SchemaError as e:
         raise StoreError(str(e)) from e
+
+
+async def _keep_session(conn) -> None:
+    """The pool's reset when a connection goes back: nothing beyond asyncpg's
+    own (an open transaction is rolled back). Its default sends a reset
+    query (unlock advisory locks, CLOSE ALL, UNLISTEN, RESET ALL), one more
+    round trip per statement; this store leaves nothing of the kind behind:
+    its advisory locks are transaction-scoped, it declares no cursor outside
+    a transaction, listens to nothing and sets no session variable."""
 
 
 def _closed(conn) -> bool:
@@ -200,6 +210,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
         self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
         self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
         self._ip_tokens: dict[str, list[float]] = {}
+        self._ip_acquires, self._ip_releases = self._ip_coalescers()   # one statement a loop turn
         self.key_mode = "domain"        # the crawl's politeness_key (meta), for rows kept by host
         self._shared_cache: dict[tuple[str, str], object] = {}   # pg_shared: rows as last written
         self.storage: dict[str, str] = {}          # region -> WARC storage URL (pg_region)
@@ -212,7 +223,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
         the existing one has that many partitions."""
         try:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
-                                             command_timeout=command_timeout_s,
+                                             command_timeout=command_timeout_s, reset=_keep_session,
                                              server_settings={"application_name": "courtly"})
         except _UNAVAILABLE as e:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {e}") from e
