@@ -73,6 +73,7 @@ DENIED_LISTED_MAX = 1000      # Decisions listed per plan; the counts are always
 _QUEUED, _IN_FLIGHT, _REMOVED = QUEUED, 1, 2
 _FEW_SAMPLES = 4            # below this, a re-placement re-reads the (moving) prior
 REPLACE_DRIFT = 1.5         # mu moved this factor since the queue was placed: place it again
+_REESTIMATE_MOVE = math.log(1.2)   # a young URL's re-read prior moved this much (log): place it again
 
 
 class _Entry:
@@ -501,9 +502,14 @@ class RecrawlScheduler:
         first = self._first_plan_at if self._first_plan_at is not None else now
         every = min(self.policy.rebalance_s, max(self.policy.period_s, 0.25 * (now - first)))
         if now - self._solved_at >= every:
-            self._rebalance(now)
+            self._rebalance(now, young=every < self.policy.rebalance_s)
 
-    def _rebalance(self, now: float) -> None:
+    def _rebalance(self, now: float, young: bool = False) -> None:
+        """Solve mu again and re-place what it moved. `young`: the prior is still
+        learning fast, so URLs with few samples of their own are estimated again
+        from it first (their rate was frozen at whatever the prior said when they
+        were fetched: on a cold start, the default, which parks them at the max age)."""
+        moved = self._refresh_young() if young else []
         self._mu = self._solve((self._rate_ewma or 0.0) * (1.0 - self.policy.headroom))
         self._solved_at = now
         placed = self._placed_mu
@@ -512,7 +518,24 @@ class RecrawlScheduler:
             for e in self._entries.values():
                 if e.state == _QUEUED and not e.hinted and e.history.last_fetched_at is not None:
                     self._schedule(e)
+        else:
+            for e in moved:
+                self._schedule(e)
         self._revive()
+
+    def _refresh_young(self) -> list[_Entry]:
+        """Re-estimate the queued URLs with fewer than `_FEW_SAMPLES` samples from
+        the current prior; returns those whose rate moved by more than `REESTIMATE_MOVE`."""
+        moved = []
+        for e in self._entries.values():
+            if (e.state != _QUEUED or e.hinted or e.history.last_fetched_at is None
+                    or len(e.history.intervals) >= _FEW_SAMPLES):
+                continue
+            old = e.rate
+            self._estimate(e)
+            if abs(math.log(e.rate / old)) > _REESTIMATE_MOVE:
+                moved.append(e)
+        return moved
 
     def _solve(self, rate_per_s: float) -> float:
         """mu such that the revisit rates of a sample of the URLs sum to their share of `rate_per_s`."""
