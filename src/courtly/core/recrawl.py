@@ -73,6 +73,7 @@ DENIED_LISTED_MAX = 1000      # Decisions listed per plan; the counts are always
 _QUEUED, _IN_FLIGHT, _REMOVED = QUEUED, 1, 2
 _FEW_SAMPLES = 4            # below this, a re-placement re-reads the (moving) prior
 REPLACE_DRIFT = 1.5         # mu moved this factor since the queue was placed: place it again
+HINT_SHARE_MAX = 0.5        # the most of the budget the solve leaves to hinted refetches
 _REESTIMATE_MOVE = math.log(1.2)   # a young URL's re-read prior moved this much (log): place it again
 
 
@@ -122,6 +123,7 @@ class RecrawlScheduler:
         self._reserved = 0          # discovery floor held back by the last plan
         self._replace_carry = 0.0
         self._rate_ewma: float | None = None
+        self._hint_share = 0.0      # share of the recrawl budget hinted grants took lately
         self._stats: dict[tuple[int, int], list[int]] = {}
         self._ages: dict[tuple[int, int], tuple[float | None, ...]] = {}
         self._day: int | None = None
@@ -325,6 +327,7 @@ class RecrawlScheduler:
             if now - e.due_at > p.period_s:
                 late += 1
                 row[3] += 1
+        self._track_hints(hinted, recrawl, elapsed, now)
         waiting = [t for t in (self._urgent.top(), self._queue.top()) if t is not None and t <= horizon]
         backlog_s = max(0.0, now - min(waiting)) if waiting else 0.0
         denied = self._waiting(now, horizon) if list_denied and waiting else ()
@@ -504,13 +507,24 @@ class RecrawlScheduler:
         if now - self._solved_at >= every:
             self._rebalance(now, young=every < self.policy.rebalance_s)
 
+    def _track_hints(self, hinted: int, recrawl: int, elapsed: float, now: float) -> None:
+        """Average the share of the recrawl budget that hinted grants take. The
+        solve plans the rest: hinted refetches are served first, so a solve for
+        the whole budget would leave scheduled work waiting behind them."""
+        if recrawl <= 0:
+            return
+        first = self._first_plan_at if self._first_plan_at is not None else now
+        span = min(self.policy.rebalance_s, max(10.0 * self.policy.period_s, now - first))
+        self._hint_share += (hinted / recrawl - self._hint_share) * min(1.0, elapsed / span)
+
     def _rebalance(self, now: float, young: bool = False) -> None:
         """Solve mu again and re-place what it moved. `young`: the prior is still
         learning fast, so URLs with few samples of their own are estimated again
         from it first (their rate was frozen at whatever the prior said when they
         were fetched: on a cold start, the default, which parks them at the max age)."""
         moved = self._refresh_young() if young else []
-        self._mu = self._solve((self._rate_ewma or 0.0) * (1.0 - self.policy.headroom))
+        planned = 1.0 - self.policy.headroom - min(self._hint_share, HINT_SHARE_MAX)
+        self._mu = self._solve((self._rate_ewma or 0.0) * planned)
         self._solved_at = now
         placed = self._placed_mu
         if placed is None or abs(math.log(self._mu / placed)) > math.log(REPLACE_DRIFT):
