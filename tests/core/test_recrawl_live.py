@@ -102,3 +102,25 @@ def test_hinted_refetches_are_counted_in_the_budget_the_multiplier_is_solved_for
     # fetches, the schedule is solved for what they leave, not for the whole 4/s
     assert planned_rate_after_hints(0) > 0.88 * 4.0
     assert planned_rate_after_hints(14) < 0.8 * 4.0
+
+
+def test_a_url_answering_404_is_not_refetched_at_its_hosts_pace():
+    # the host's pages change every two minutes; its missing page never comes back
+    s = RecrawlScheduler(live_policy(), random.Random(1))
+    pages = Pages({f"http://a.test/p/{i}": 1 / 120 for i in range(100)})
+    missing = "http://a.test/p/missing"
+    s.add(missing, 0.0, host="a.test")
+    s.record_fetch(missing, 0.0, status=404)
+    for i, u in enumerate(pages.rates):
+        pages.fetch(s, u, 0.1 * i)
+    t, missing_fetches = 10.0, 0
+    while t < 1800.0:
+        for u in s.plan(t).urls:
+            if u == missing:
+                missing_fetches += 1
+                s.record_fetch(u, t + 1.0, status=404)
+            else:
+                pages.fetch(s, u, t + 1.0)
+        t += PERIOD_S
+    assert min(pages.fetches.values()) >= 5
+    assert missing_fetches <= 1

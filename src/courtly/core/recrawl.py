@@ -51,7 +51,7 @@ import random
 
 from courtly.core.changerate import (
     DAY_S, ChangeHistory, PriorModel, budget_multiplier, conditional_headers, estimate_rate, freshness_index,
-    observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
+    is_gone, observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
 )
 from courtly.core.duequeue import QUEUED, DueQueue as _DueQueue
 from courtly.core.recrawl_policy import (
@@ -215,8 +215,10 @@ class RecrawlScheduler:
         if hist.fetches == fetches:  # no change information: a failure
             self._retry(e, now)
             return False
+        gone = is_gone(hist)
         if fetches and prev_at is not None and now > prev_at:  # observe added a sample
-            prior = self._prior.observe(e.groups, now - prev_at, changed)  # the sample observe added
+            # a URL still gone says nothing of how its template's pages change: kept out of the prior
+            prior = None if gone and not changed else self._prior.observe(e.groups, now - prev_at, changed)
             e.first = False
         else:
             prior = None
@@ -395,13 +397,19 @@ class RecrawlScheduler:
 
     def _estimate(self, e: _Entry, prior: float | None = None) -> None:
         h = e.history
+        lo, hi = self._rate_bounds[e.tier]
+        if is_gone(h):
+            # a 404/410 is judged on its own samples: its host's pages changing every
+            # minute does not make a missing page come back every minute
+            rate = estimate_rate(h.intervals, h.changed, older=h.older)
+            e.rate = min(max(rate, lo), hi) if rate == rate else lo
+            return
         if prior is None:
             prior = self._prior.rate(e.groups)
         rate = estimate_rate(h.intervals, h.changed, prior_rate=prior, prior_weight=self._prior_weight,
                              older=h.older)
         if not rate > 0.0 or rate == math.inf:  # NaN or degenerate: fall back on the prior
             rate = prior
-        lo, hi = self._rate_bounds[e.tier]
         rate = lo if lo > rate else rate
         e.rate = hi if hi < rate else rate
 
