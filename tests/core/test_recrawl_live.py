@@ -124,3 +124,20 @@ def test_a_url_answering_404_is_not_refetched_at_its_hosts_pace():
         t += PERIOD_S
     assert min(pages.fetches.values()) >= 5
     assert missing_fetches <= 1
+
+
+def test_the_budget_discovery_stops_using_is_planned_for_within_minutes():
+    # the first two minutes share the budget with discovery (its 20 % floor is
+    # spent); after that the whole budget is recrawl's and mu is solved for it
+    s = RecrawlScheduler(live_policy(), random.Random(1))
+    pages = Pages({f"http://h{i % 5}.test/p/{i}": (1 / 30, 1 / 120, 1 / 600)[i % 3] for i in range(300)})
+    for i, u in enumerate(pages.rates):
+        pages.fetch(s, u, 0.1 * i)
+    t = 30.0
+    while t < 900.0:
+        discovering = t < 150.0
+        plan = s.plan(t, discovery_pending=100 if discovering else 0, discovery_spent=8 if discovering else 0)
+        for u in plan.urls:
+            pages.fetch(s, u, t + 1.0)
+        t += PERIOD_S
+    assert sum(1 / s.interval(u) for u in pages.rates) > 0.88 * 4.0

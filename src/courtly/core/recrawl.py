@@ -503,14 +503,18 @@ class RecrawlScheduler:
     def _track_rate(self, recrawl: int, elapsed: float, now: float) -> None:
         """Keep an average of the recrawl fetch rate; re-solve mu when due."""
         r = recrawl / elapsed if elapsed > 0 else 0.0
+        first = self._first_plan_at if self._first_plan_at is not None else now
         if self._rate_ewma is None:
             self._rate_ewma = r
         else:
-            self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / DAY_S)
+            # averaged over a day, or over the scheduler's age while it is younger: the
+            # first plans of a crawl share the budget with discovery, and a day-long average
+            # started there would plan that small rate for hours after discovery ends
+            span = min(DAY_S, max(10.0 * self.policy.period_s, now - first))
+            self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / span)
         # a young scheduler re-solves as soon as it has learned something (every period at
         # first, then at a quarter of its age), so a cold start spends its budget from the
         # first rates it observes, not from the default prior for `rebalance_s`
-        first = self._first_plan_at if self._first_plan_at is not None else now
         every = min(self.policy.rebalance_s, max(self.policy.period_s, 0.25 * (now - first)))
         if now - self._solved_at >= every:
             self._rebalance(now, young=every < self.policy.rebalance_s)
