@@ -32,8 +32,10 @@ URLs forward (of the next-due ones, parked ones too, those furthest through
 their interval first); nothing is granted inside a URL's minimum interval. mu is solved on a sample every
 `rebalance_s` (every period while the scheduler is young, then at a quarter
 of its age, up to `rebalance_s`) (`budget_multiplier`) so the
-planned rate is the budget less a `headroom` (kept for pulling forward);
-when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
+planned rate is the budget less a `headroom` (kept for pulling forward) and
+less the share hinted grants took (they are served first); while young, URLs
+with few samples are first estimated again from the prior, which learns fast
+then (a 404/410 is estimated from its own samples alone); when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
 parked at their max age come back as soon as mu falls below their revival
 value, and a slow round-robin (`replace_cycle_s`) re-places the rest.
 
@@ -215,10 +217,10 @@ class RecrawlScheduler:
         if hist.fetches == fetches:  # no change information: a failure
             self._retry(e, now)
             return False
-        gone = is_gone(hist)
         if fetches and prev_at is not None and now > prev_at:  # observe added a sample
             # a URL still gone says nothing of how its template's pages change: kept out of the prior
-            prior = None if gone and not changed else self._prior.observe(e.groups, now - prev_at, changed)
+            gone = is_gone(hist) and not changed
+            prior = None if gone else self._prior.observe(e.groups, now - prev_at, changed)
             e.first = False
         else:
             prior = None
@@ -503,15 +505,14 @@ class RecrawlScheduler:
     def _track_rate(self, recrawl: int, elapsed: float, now: float) -> None:
         """Keep an average of the recrawl fetch rate; re-solve mu when due."""
         r = recrawl / elapsed if elapsed > 0 else 0.0
-        first = self._first_plan_at if self._first_plan_at is not None else now
         if self._rate_ewma is None:
             self._rate_ewma = r
         else:
             # averaged over a day, or over the scheduler's age while it is younger: the
             # first plans of a crawl share the budget with discovery, and a day-long average
             # started there would plan that small rate for hours after discovery ends
-            span = min(DAY_S, max(10.0 * self.policy.period_s, now - first))
-            self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / span)
+            self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / self._span(now, DAY_S))
+        first = self._first_plan_at if self._first_plan_at is not None else now
         # a young scheduler re-solves as soon as it has learned something (every period at
         # first, then at a quarter of its age), so a cold start spends its budget from the
         # first rates it observes, not from the default prior for `rebalance_s`
@@ -523,11 +524,14 @@ class RecrawlScheduler:
         """Average the share of the recrawl budget that hinted grants take. The
         solve plans the rest: hinted refetches are served first, so a solve for
         the whole budget would leave scheduled work waiting behind them."""
-        if recrawl <= 0:
-            return
+        if recrawl > 0:
+            span = self._span(now, self.policy.rebalance_s)
+            self._hint_share += (hinted / recrawl - self._hint_share) * min(1.0, elapsed / span)
+
+    def _span(self, now: float, cap_s: float) -> float:
+        """An averaging span: the scheduler's age (at least 10 periods), at most `cap_s`."""
         first = self._first_plan_at if self._first_plan_at is not None else now
-        span = min(self.policy.rebalance_s, max(10.0 * self.policy.period_s, now - first))
-        self._hint_share += (hinted / recrawl - self._hint_share) * min(1.0, elapsed / span)
+        return min(cap_s, max(10.0 * self.policy.period_s, now - first))
 
     def _rebalance(self, now: float, young: bool = False) -> None:
         """Solve mu again and re-place what it moved. `young`: the prior is still
