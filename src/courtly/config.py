@@ -311,10 +311,15 @@ class RecrawlSection:
     period_s: float = 300.0            # how often the scheduler grants the next recrawls
     tiers: tuple[TierSection, ...] = ()  # empty: the intent's tiers (top 15 min..24 h, ...)
     importance_file: str = ""          # optional "URL<TAB>score" lines, blended with OPIC
+    importance: str = "opic"           # or "uniform": every page weighs 1 (plain freshness)
 
     def __post_init__(self) -> None:
         _non_negative("recrawl.daily_budget", self.daily_budget)
         _positive("recrawl.period_s", self.period_s)
+        if self.importance not in ("opic", "uniform"):
+            raise ConfigError(f"recrawl.importance must be \"opic\" or \"uniform\", not {self.importance!r}")
+        if self.importance == "uniform" and self.importance_file:
+            raise ConfigError("recrawl.importance_file is blended with OPIC: it needs importance = \"opic\"")
         for t in self.tiers:
             if not 0 < t.interval_s_min <= t.interval_s_max:
                 raise ConfigError(f"recrawl.tiers {t.name}: need 0 < interval_s_min <= interval_s_max")

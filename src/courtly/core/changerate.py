@@ -53,7 +53,7 @@ from typing import Sequence
 __all__ = [
     "DAY_S", "ChangeHistory", "conditional_headers", "observe", "estimate_rate", "solve_score",
     "path_template", "PriorModel", "optimal_x", "revisit_interval", "staleness_priority", "freshness_index",
-    "budget_multiplier",
+    "budget_multiplier", "GONE", "is_gone",
 ]
 
 DAY_S = 86400.0
@@ -118,6 +118,9 @@ def conditional_headers(history: ChangeHistory) -> dict[str, str]:
     return headers
 
 
+GONE = "gone:"   # content_hash of a 404/410 answer: "gone:404"
+
+
 def observe(history: ChangeHistory, now: float, status: int, content_hash: str | None = None,
             etag: str | None = None, last_modified: str | None = None,
             capture: tuple[str, float] | None = None) -> bool:
@@ -136,7 +139,7 @@ def observe(history: ChangeHistory, now: float, status: int, content_hash: str |
     elif 200 <= status < 300:
         new_hash = content_hash
     elif status in (404, 410):
-        new_hash = f"gone:{status}"
+        new_hash = f"{GONE}{status}"
     else:
         history.failures += 1
         return False
@@ -157,6 +160,12 @@ def observe(history: ChangeHistory, now: float, status: int, content_hash: str |
     if status != 304:
         history.capture = capture
     return changed
+
+
+def is_gone(history: ChangeHistory) -> bool:
+    """The last answer was 404 or 410: the URL holds no page whose changes a prior describes."""
+    h = history.content_hash
+    return h is not None and h.startswith(GONE)
 
 
 # ---- the change-rate estimator ---------------------------------------------------

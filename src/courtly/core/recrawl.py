@@ -32,8 +32,10 @@ URLs forward (of the next-due ones, parked ones too, those furthest through
 their interval first); nothing is granted inside a URL's minimum interval. mu is solved on a sample every
 `rebalance_s` (every period while the scheduler is young, then at a quarter
 of its age, up to `rebalance_s`) (`budget_multiplier`) so the
-planned rate is the budget less a `headroom` (kept for pulling forward);
-when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
+planned rate is the budget less a `headroom` (kept for pulling forward) and
+less the share hinted grants took (they are served first); while young, URLs
+with few samples are first estimated again from the prior, which learns fast
+then (a 404/410 is estimated from its own samples alone); when mu has drifted by `REPLACE_DRIFT` the whole queue is placed again, URLs
 parked at their max age come back as soon as mu falls below their revival
 value, and a slow round-robin (`replace_cycle_s`) re-places the rest.
 
@@ -52,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from courtly.core.changerate import (
     DAY_S, ChangeHistory, PriorModel, budget_multiplier, conditional_headers, estimate_rate, freshness_index,
-    observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
+    is_gone, observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
 )
 from courtly.core.duequeue import QUEUED, DueQueue as _DueQueue
 from courtly.core.recrawl_policy import (
@@ -77,6 +79,8 @@ DENIED_LISTED_MAX = 1000      # Decisions listed per plan; the counts are always
 _QUEUED, _IN_FLIGHT, _REMOVED = QUEUED, 1, 2
 _FEW_SAMPLES = 4            # below this, a re-placement re-reads the (moving) prior
 REPLACE_DRIFT = 1.5         # mu moved this factor since the queue was placed: place it again
+HINT_SHARE_MAX = 0.5        # the most of the budget the solve leaves to hinted refetches
+_REESTIMATE_MOVE = math.log(1.2)   # a young URL's re-read prior moved this much (log): place it again
 
 
 class _Entry:
@@ -125,6 +129,7 @@ class RecrawlScheduler:
         self._reserved = 0          # discovery floor held back by the last plan
         self._replace_carry = 0.0
         self._rate_ewma: float | None = None
+        self._hint_share = 0.0      # share of the recrawl budget hinted grants took lately
         self._stats: dict[tuple[int, int], list[int]] = {}
         self._ages: dict[tuple[int, int], tuple[float | None, ...]] = {}
         self._day: int | None = None
@@ -217,7 +222,9 @@ class RecrawlScheduler:
             self._retry(e, now)
             return False
         if fetches and prev_at is not None and now > prev_at:  # observe added a sample
-            prior = self._prior.observe(e.groups, now - prev_at, changed)  # the sample observe added
+            # a URL still gone says nothing of how its template's pages change: kept out of the prior
+            gone = is_gone(hist) and not changed
+            prior = None if gone else self._prior.observe(e.groups, now - prev_at, changed)
             e.first = False
         else:
             prior = None
@@ -328,6 +335,7 @@ class RecrawlScheduler:
             if now - e.due_at > p.period_s:
                 late += 1
                 row[3] += 1
+        self._track_hints(hinted, recrawl, elapsed, now)
         waiting = [t for t in (self._urgent.top(), self._queue.top()) if t is not None and t <= horizon]
         backlog_s = max(0.0, now - min(waiting)) if waiting else 0.0
         denied = self._waiting(now, horizon) if list_denied and waiting else ()
@@ -395,13 +403,19 @@ class RecrawlScheduler:
 
     def _estimate(self, e: _Entry, prior: float | None = None) -> None:
         h = e.history
+        lo, hi = self._rate_bounds[e.tier]
+        if is_gone(h):
+            # a 404/410 is judged on its own samples: its host's pages changing every
+            # minute does not make a missing page come back every minute
+            rate = estimate_rate(h.intervals, h.changed, older=h.older)
+            e.rate = min(max(rate, lo), hi) if rate == rate else lo
+            return
         if prior is None:
             prior = self._prior.rate(e.groups)
         rate = estimate_rate(h.intervals, h.changed, prior_rate=prior, prior_weight=self._prior_weight,
                              older=h.older)
         if not rate > 0.0 or rate == math.inf:  # NaN or degenerate: fall back on the prior
             rate = prior
-        lo, hi = self._rate_bounds[e.tier]
         rate = lo if lo > rate else rate
         e.rate = hi if hi < rate else rate
 
@@ -501,17 +515,39 @@ class RecrawlScheduler:
         if self._rate_ewma is None:
             self._rate_ewma = r
         else:
-            self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / DAY_S)
+            # averaged over a day, or over the scheduler's age while it is younger: the
+            # first plans of a crawl share the budget with discovery, and a day-long average
+            # started there would plan that small rate for hours after discovery ends
+            self._rate_ewma += (r - self._rate_ewma) * min(1.0, elapsed / self._span(now, DAY_S))
+        first = self._first_plan_at if self._first_plan_at is not None else now
         # a young scheduler re-solves as soon as it has learned something (every period at
         # first, then at a quarter of its age), so a cold start spends its budget from the
         # first rates it observes, not from the default prior for `rebalance_s`
-        first = self._first_plan_at if self._first_plan_at is not None else now
         every = min(self.policy.rebalance_s, max(self.policy.period_s, 0.25 * (now - first)))
         if now - self._solved_at >= every:
-            self._rebalance(now)
+            self._rebalance(now, young=every < self.policy.rebalance_s)
 
-    def _rebalance(self, now: float) -> None:
-        self._mu = self._solve((self._rate_ewma or 0.0) * (1.0 - self.policy.headroom))
+    def _track_hints(self, hinted: int, recrawl: int, elapsed: float, now: float) -> None:
+        """Average the share of the recrawl budget that hinted grants take. The
+        solve plans the rest: hinted refetches are served first, so a solve for
+        the whole budget would leave scheduled work waiting behind them."""
+        if recrawl > 0:
+            span = self._span(now, self.policy.rebalance_s)
+            self._hint_share += (hinted / recrawl - self._hint_share) * min(1.0, elapsed / span)
+
+    def _span(self, now: float, cap_s: float) -> float:
+        """An averaging span: the scheduler's age (at least 10 periods), at most `cap_s`."""
+        first = self._first_plan_at if self._first_plan_at is not None else now
+        return min(cap_s, max(10.0 * self.policy.period_s, now - first))
+
+    def _rebalance(self, now: float, young: bool = False) -> None:
+        """Solve mu again and re-place what it moved. `young`: the prior is still
+        learning fast, so URLs with few samples of their own are estimated again
+        from it first (their rate was frozen at whatever the prior said when they
+        were fetched: on a cold start, the default, which parks them at the max age)."""
+        moved = self._refresh_young() if young else []
+        planned = 1.0 - self.policy.headroom - min(self._hint_share, HINT_SHARE_MAX)
+        self._mu = self._solve((self._rate_ewma or 0.0) * planned)
         self._solved_at = now
         placed = self._placed_mu
         if placed is None or abs(math.log(self._mu / placed)) > math.log(REPLACE_DRIFT):
@@ -519,7 +555,24 @@ class RecrawlScheduler:
             for e in self._entries.values():
                 if e.state == _QUEUED and not e.hinted and e.history.last_fetched_at is not None:
                     self._schedule(e)
+        else:
+            for e in moved:
+                self._schedule(e)
         self._revive()
+
+    def _refresh_young(self) -> list[_Entry]:
+        """Re-estimate the queued URLs with fewer than `_FEW_SAMPLES` samples from
+        the current prior; returns those whose rate moved by more than `REESTIMATE_MOVE`."""
+        moved = []
+        for e in self._entries.values():
+            if (e.state != _QUEUED or e.hinted or e.history.last_fetched_at is None
+                    or len(e.history.intervals) >= _FEW_SAMPLES):
+                continue
+            old = e.rate
+            self._estimate(e)
+            if abs(math.log(e.rate / old)) > _REESTIMATE_MOVE:
+                moved.append(e)
+        return moved
 
     def _solve(self, rate_per_s: float) -> float:
         """mu such that the revisit rates of a sample of the URLs sum to their share of `rate_per_s`."""

@@ -498,6 +498,12 @@ class Crawler:
             self._warned_impolite = True
             log.warning("IMPOLITE: delay %.2f s (< 1 s) applies to %s, a public address (%s)",
                         self.politeness.delay_s_min(item.key, now), item.key, ip)
+        # the trap guard first: a fenced trap's URL (a farm's new host name) costs no robots.txt
+        verdict = self.budget.before_fetch(item.key, item.url, now)
+        if not verdict.allowed:
+            self.decide(item.url, item.key, item.via, verdict.reason,
+                        f"{verdict.rule}: {verdict.detail}", now, item.depth)
+            return "done"
         view = self.robots.lookup(origin_s, now)
         if view.state is RobotsState.NEED_FETCH:
             if not await self.requests.fetch_robots(origin_s, item.key, lease, tenure):
@@ -518,11 +524,6 @@ class Crawler:
             self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
             return "done"
         self.politeness.set_crawl_delay(item.key, rules.crawl_delay(self.token), now)
-        verdict = self.budget.before_fetch(item.key, item.url, now)
-        if not verdict.allowed:
-            self.decide(item.url, item.key, item.via, verdict.reason,
-                        f"{verdict.rule}: {verdict.detail}", now, item.depth)
-            return "done"
         if self._turn_far_off(item.key):
             return "retry-later"
         if self.budget.probe_before(origin_s, item.url, now):

@@ -86,8 +86,9 @@ class Recrawl:
         self.scheduler = (RecrawlScheduler(policy_for_intent(self.intent, r.daily_budget, **overrides), rng)
                           if self.enabled else None)
         self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler is not None else 1
-        # importance = online OPIC over the link graph, blended with the user's map
-        self.opic = Opic(user_map=load_importance(r.importance_file)) if self.enabled else None
+        # importance = online OPIC over the link graph, blended with the user's map (none: uniform)
+        self.opic = (Opic(user_map=load_importance(r.importance_file))
+                     if self.enabled and r.importance == "opic" else None)
         self.next_plan_at = 0.0
         self._depth: dict[str, int] = {}
         self.granted = 0
@@ -159,7 +160,8 @@ class Recrawl:
         if url not in s:
             s.add(url, now, host=host, tier=tier)
             self._depth[url] = depth
-        s.set_importance(url, self.opic.importance(url))
+        if self.opic is not None:
+            s.set_importance(url, self.opic.importance(url))
         changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,
                                  last_modified=last_modified, capture=capture)
         batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
@@ -167,7 +169,7 @@ class Recrawl:
 
     def links(self, url: str, out_links: list[str]) -> None:
         """The page's (normalised) out-links: OPIC moves its cash on to them."""
-        if self.enabled:
+        if self.opic is not None:
             self.opic.fetched(url, out_links)
 
     def failed(self, url: str, now: float) -> None:
