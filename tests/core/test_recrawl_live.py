@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 
-from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, policy_for_intent
+from courtly.core.recrawl import RecrawlScheduler, Tier, policy_for_intent
 
 PERIOD_S = 10.0
 
