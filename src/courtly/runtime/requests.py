@@ -30,10 +30,7 @@ class LeaseRequests:
     async def request(self, url: str, key: str, ip: str, lease: Lease | None, headers: dict):
         """One request under the key's and the IP's limits. None if the lease was
         lost or the crawl is stopping (the URL stays queued)."""
-        lock = self._key_locks.get(key)
-        if lock is None:
-            lock = self._key_locks[key] = asyncio.Lock()
-        async with lock:
+        async with self._key_locks.hold(key):
             while True:
                 if self._stopping:
                     return None
@@ -78,7 +75,7 @@ class LeaseRequests:
                 # the window is measured from completion: it bounds when it arrived
                 self.politeness.ip_finished(ip, ip_token, done)
                 self._shared_ip_done(ip, key, done)
-                ev = self._ip_waiters.get(ip)
+                ev = self._ip_waiters.pop(ip, None)   # its waiters look again; a map of waited-on IPs only
                 if ev is not None:
                     ev.set()
             for o in self.observers:

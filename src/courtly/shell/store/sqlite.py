@@ -323,6 +323,16 @@ class SqliteStore:
     def robots(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
 
+    def host(self, key: str) -> dict | None:
+        """One key's saved politeness state (read back after an eviction)."""
+        row = self._db.execute("SELECT state FROM hosts WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def robots_of(self, origin: str) -> dict | None:
+        """One origin's saved robots.txt state (read back after an eviction)."""
+        row = self._db.execute("SELECT state FROM robots WHERE origin = ?", (origin,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def iter_digests(self) -> Iterator[tuple]:
         yield from self._db.execute("SELECT digest, url, at, record_id FROM digests")
 
