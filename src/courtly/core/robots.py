@@ -200,7 +200,8 @@ class RobotsBook:
         return len(self._entries)
 
     def phase(self, origin: str | Origin) -> Phase:
-        e = self._entry(str(origin))
+        """The phase in memory (a status question: an evicted origin is not read back)."""
+        e = self._entries.get(str(origin))
         return Phase.ABSENT if e is None else e.phase
 
     def lookup(self, origin: str | Origin, now: float) -> RobotsView:
