@@ -370,7 +370,7 @@ class FrontierSection:
     key_memory_max: int = 200          # per politeness key (10 leases of 20)
     # Politeness keys, resolved IPs and robots.txt origins whose state is kept
     # in memory; idle ones beyond it are evicted to the store and read back when
-    # they return (runtime/keymemory.py). About 1 KB each with its robots.txt copy.
+    # they return (runtime/keymemory.py). Memory per key: docs/performance.md.
     key_states_max: int = 100_000
 
     def __post_init__(self) -> None:

@@ -50,6 +50,10 @@ one key until they expire, then the defaults return by themselves. A key
 slowed down (an open abuse complaint, runtime/abuse.py) has its floor raised
 to max(factor x floor, delay_s_min) at once, allowlist or not, until lifted.
 
+Bounded memory (core/keymemory.py): `evict_idle` forgets idle keys beyond a
+bound and hands back their snapshots; a forgotten key is read back through
+the `load` given at construction. `evict_idle_ips` forgets quiet IPs.
+
 Rules: pure; every function takes `now` (seconds, wall clock of the caller).
 """
 
@@ -217,8 +221,7 @@ class Politeness:
                  rng: random.Random | None = None,
                  load: Callable[[str], dict | None] | None = None) -> None:
         self.config = config
-        # an evicted key's saved snapshot (evict_idle), read back when the key returns
-        self._load = load
+        self._load = load   # an evicted key's saved snapshot (evict_idle), read back when it returns
         self._rng = rng if rng is not None else random.Random(0)   # back-off jitter only
         self._allow = {e.key: e for e in allowlist}
         self._slow: dict[str, tuple[float, float]] = {}   # key -> (factor, delay_s_min)
@@ -569,23 +572,20 @@ class Politeness:
 
     def evict_idle(self, now: float, keep: int, busy: Callable[[str], bool],
                    scan_max: int = SCAN_MAX) -> list[tuple[str, dict]]:
-        """Forget idle keys beyond `keep`; returns their snapshots, which the
-        caller saves (the `load` given at construction reads them back).
-
-        Idle: nothing in flight, not `busy` (the caller's: queued URLs, a
-        lock), and past both its next fetch instant and its back-off, so even
-        a key whose snapshot were lost could not be fetched early."""
+        """Forget idle keys beyond `keep`; returns their snapshots for the caller
+        to save. Idle: nothing in flight, not `busy` (queued URLs, a lock), past
+        its next fetch instant and its back-off (a lost snapshot could not
+        make a request early)."""
         def idle(key: str, st: KeyState) -> bool:
             return (not st.in_flight and now >= st.next_fetch_at and now >= st.backoff_until
                     and not busy(key))
         return [(k, st.snapshot()) for k, st in sweep(self._keys, keep, idle, scan_max)]
 
     def evict_idle_ips(self, now: float, keep: int, scan_max: int = SCAN_MAX) -> int:
-        """Forget idle IPs beyond `keep`; returns how many. An IP is idle when
-        nothing is in flight to it, its last request completed a full rate
-        window ago (a new one could start at once), and the slowest key it
-        remembers raises no delay above `delay_s` (a slow shared server's
-        memory is kept: it is not saved anywhere)."""
+        """Forget idle IPs beyond `keep`; returns how many. Idle: nothing in
+        flight, its last request completed a rate window ago, and the slowest
+        key it remembers raises no delay above `delay_s` (that memory is kept:
+        it is saved nowhere)."""
         c = self.config
         rate = min([c.ip_rate] + [e.ip_rate for e in self._allow.values() if e.ip_rate])
         span = (1.0 if rate >= 1 else 1.0 / rate) + c.ip_margin_s
