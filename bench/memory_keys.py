@@ -93,7 +93,8 @@ class KeyWalk:
         self.budget.admit(key, url, 0, now, seed=True)
         self.frontier.add(UrlItem(url=url, key=key, band=1), self.politeness.ready_at(key, now))
         lease = self.frontier.lease(now)
-        assert lease is not None and lease.key == key   # the only ready key: this visit's
+        if lease is None or lease.key != key:   # the only ready key must be this visit's
+            raise RuntimeError(f"the frontier handed out {lease and lease.key!r}, not {key!r}")
         at = now
         if self.robots.lookup(origin, now).rules is None:   # absent, or expired: fetch it
             self.robots.fetch_started(origin, now)

@@ -160,3 +160,23 @@ def test_key_states_max_must_be_positive():
     with pytest.raises(ConfigError):
         Config().replace("frontier", key_states_max=0)
     assert json.loads(json.dumps(Config().frontier.key_states_max)) == 100_000
+
+
+def test_a_resume_holds_at_most_the_bound_of_robots_copies_and_reads_the_rest_back(tmp_path):
+    store = SqliteStore(tmp_path / "crawl.db")
+    book = RobotsBook()
+    batch = Batch()
+    for i in range(10):
+        origin = f"https://r{i}.example"
+        book.fetch_started(origin, T0)
+        book.fetch_finished(origin, T0 + 1, RobotsFetched(200, b"User-agent: *\nDisallow: /r%d\n" % i))
+        batch.robots[origin] = book.snapshot(origin)
+    store.apply(batch)
+    km = KeyMemory(4, store)
+    resumed = RobotsBook(load=km.saved_robots)
+    assert km.load_robots(resumed) == 4 and len(resumed) == 4
+    for i in range(10):   # every copy, in memory or not, is in force until it expires: none is fetched again
+        view = resumed.lookup(f"https://r{i}.example", T0 + 60)
+        assert view.state is RobotsState.READY and view.skip_reason("courtly", f"/r{i}") is not None
+    assert km.read_back == 6
+    store.close()

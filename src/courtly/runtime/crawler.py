@@ -199,8 +199,7 @@ class Crawler(LeaseRequests):
         saved = self.store.hosts()
         for key, snap in saved.items():
             self.politeness.restore(key, snap)
-        for origin, snap in self.store.robots().items():
-            self.robots.restore(origin, snap)
+        self.key_memory.load_robots(self.robots)   # the rest are read back as their origins return
         hold_after_stop(self.store, self.politeness, self.cfg, saved, now)
         self.complaints.poll(now)
         n = 0

@@ -20,7 +20,10 @@ What is not saved: an idle IP is dropped only when it remembers no key slow
 enough to raise a delay (core/politeness.py, `evict_idle_ips`); a ban run
 that is not yet a ban starts over (core/ban.py). Until the first eviction
 nothing is ever read back (a crawl under the bound makes no extra query; a
-distributed worker, which commits its own way, never evicts).
+distributed worker, which commits its own way, never evicts). A resume reads
+at most the bound of saved robots.txt states (`load_robots`); it still reads
+every saved key's politeness state (the hold after a crash needs each key's
+delay), and the sweeps trim them to the bound.
 
 Rules: synchronous; the store's single-key reads (`host`, `robots_of`) are
 the only I/O, and only for a key that is not in memory.
@@ -48,6 +51,8 @@ class SavedKeys(Protocol):
 
     def robots_of(self, origin: str) -> dict | None: ...
 
+    def robots(self, limit: int = -1) -> dict[str, dict]: ...
+
 
 class KeyMemory:
     def __init__(self, keys_max: int, store: SavedKeys) -> None:
@@ -57,6 +62,7 @@ class KeyMemory:
         self._store = store
         self.evicted = 0      # keys, IPs and origins evicted so far
         self.read_back = 0    # keys and origins read back from the store
+        self._left_saved = False   # a resume left saved state in the store only
 
     def saved_host(self, key: str) -> dict | None:
         """An evicted key's politeness snapshot (None: never saved, or nothing evicted yet)."""
@@ -66,8 +72,17 @@ class KeyMemory:
         """An evicted origin's robots.txt snapshot."""
         return self._read(self._store.robots_of, origin)
 
+    def load_robots(self, robots: RobotsBook) -> int:
+        """At a resume: at most `keys_max` saved robots.txt states into memory
+        (the rest are read back as their origins return); returns how many."""
+        saved = self._store.robots(self.keys_max + 1)
+        self._left_saved = len(saved) > self.keys_max
+        for origin, snap in list(saved.items())[:self.keys_max]:
+            robots.restore(origin, snap)
+        return min(len(saved), self.keys_max)
+
     def _read(self, read: Callable[[str], dict | None], name: str) -> dict | None:
-        if not self.evicted:
+        if not (self.evicted or self._left_saved):
             return None
         snap = read(name)
         if snap is not None:

@@ -320,8 +320,9 @@ class SqliteStore:
     def hosts(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
 
-    def robots(self) -> dict[str, dict]:
-        return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
+    def robots(self, limit: int = -1) -> dict[str, dict]:
+        """Saved robots.txt states by origin (at most `limit`; -1: all)."""
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots LIMIT ?", (limit,))}
 
     def host(self, key: str) -> dict | None:
         """One key's saved politeness state (read back after an eviction)."""
