@@ -10,9 +10,10 @@ distinct registered domains, one URL is admitted by the trap guard, queued in
 the frontier, leased; its robots.txt is fetched (a 2xx with a few rules) and
 its page "fetched" under the key's and its IP's politeness (two keys share
 each address, as on shared hosting); the ban watch sees the answer; the lease
-is completed and the key goes idle. Every 10th visit, the key seen 50,000
-keys earlier returns with a second URL: its state is read back (after an
-eviction) and its robots.txt copy, not yet expired, is not fetched again. Every `--commit-every` keys a commit
+is completed and the key goes idle. Every 10th visit, the key seen 1.5 x
+`key_states_max` keys earlier returns with a second URL: its state is read
+back (it was evicted) and its robots.txt copy, not yet expired, is not
+fetched again. Every `--commit-every` keys a commit
 runs as the crawler's does: `KeyMemory.sweep` (runtime/keymemory.py) evicts
 idle state beyond `frontier.key_states_max` into the batch, and the batch
 (host and robots.txt snapshots) is written to a real SqliteStore.
@@ -55,8 +56,7 @@ T0 = 1_700_000_000.0
 STEP_S = 0.001          # virtual time per key
 RESPONSE_S = 0.05
 BUDGET_SAVE_S = 10.0    # the crawler saves the trap guard's state this often (runtime/crawler.py)
-RETURN_EVERY = 10       # every 10th visit, an old key returns ...
-RETURN_LAG = 50_000     # ... this many keys (50 virtual seconds) older
+RETURN_EVERY = 10       # every 10th visit, an old key returns: one evicted when the bound is reached
 ROBOTS = b"User-agent: *\nDisallow: /private/\nDisallow: /tmp/\nAllow: /private/ok\nSitemap: /sitemap.xml\n"
 
 
@@ -126,19 +126,20 @@ class KeyWalk:
         self.batch = Batch()
 
 
-def run(keys: int, every: int, commit_every: int, keys_max: int, folder: Path, seconds_max: float) -> None:
+def run(keys: int, every: int, commit_every: int, keys_max: int, lag: int, folder: Path,
+        seconds_max: float) -> None:
     walk = KeyWalk(keys_max, folder)
     started = time.monotonic()
     returned = 0
     print(f"mode key_states_max={keys_max}: {keys} keys, commit every {commit_every}, "
-          f"every {RETURN_EVERY}th visit also a key {RETURN_LAG:,} keys older")
+          f"every {RETURN_EVERY}th visit also the key {lag:,} keys older")
     print(f"{'keys':>9} {'RSS MB':>8} {'pol keys':>9} {'IPs':>8} {'robots':>8} {'bans':>8} "
           f"{'evicted':>9} {'returned':>9} {'read back':>9} {'robots.txt':>10} {'s':>7}")
     for i in range(1, keys + 1):
         now = T0 + i * STEP_S
         walk.visit(i, "/", now)
-        if i % RETURN_EVERY == 0 and i > RETURN_LAG:   # an old key comes back: read back, no robots.txt again
-            walk.visit(i - RETURN_LAG, "/again", now)
+        if i % RETURN_EVERY == 0 and i > lag:   # an old key comes back: read back, no robots.txt again
+            walk.visit(i - lag, "/again", now)
             returned += 1
         if i % commit_every == 0:
             walk.commit(now)
@@ -180,7 +181,8 @@ def main() -> None:
         return
     keys_max = keys + 1 if a.mode == "before" else bound
     with tempfile.TemporaryDirectory(prefix="courtly-memkeys-") as d:
-        run(keys, every, a.commit_every, keys_max, Path(d), a.seconds_max)
+        # returning keys: 1.5 x the bound back (evicted in mode after), the same visits in both modes
+        run(keys, every, a.commit_every, keys_max, bound * 3 // 2, Path(d), a.seconds_max)
 
 
 if __name__ == "__main__":
