@@ -180,3 +180,12 @@ def test_a_resume_holds_at_most_the_bound_of_robots_copies_and_reads_the_rest_ba
         assert view.state is RobotsState.READY and view.skip_reason("courtly", f"/r{i}") is not None
     assert km.read_back == 6
     store.close()
+
+
+def test_before_any_eviction_the_store_is_never_asked_even_one_without_the_reads():
+    km = KeyMemory(10, object())   # a distributed worker's store seat has no single-key reads
+    pol = Politeness(PolitenessConfig(), load=km.saved_host)
+    robots = RobotsBook(load=km.saved_robots)
+    assert pol.ready_at("new.example", T0) == 0.0
+    assert robots.lookup("https://new.example", T0).state is RobotsState.NEED_FETCH
+    assert km.read_back == 0

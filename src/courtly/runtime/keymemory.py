@@ -66,11 +66,11 @@ class KeyMemory:
 
     def saved_host(self, key: str) -> dict | None:
         """An evicted key's politeness snapshot (None: never saved, or nothing evicted yet)."""
-        return self._read(self._store.host, key)
+        return self._counted(self._store.host(key)) if self._may_be_saved() else None
 
     def saved_robots(self, origin: str) -> dict | None:
         """An evicted origin's robots.txt snapshot."""
-        return self._read(self._store.robots_of, origin)
+        return self._counted(self._store.robots_of(origin)) if self._may_be_saved() else None
 
     def load_robots(self, robots: RobotsBook) -> int:
         """At a resume: at most `keys_max` saved robots.txt states into memory
@@ -81,10 +81,13 @@ class KeyMemory:
             robots.restore(origin, snap)
         return min(len(saved), self.keys_max)
 
-    def _read(self, read: Callable[[str], dict | None], name: str) -> dict | None:
-        if not (self.evicted or self._left_saved):
-            return None
-        snap = read(name)
+    def _may_be_saved(self) -> bool:
+        """Is any state in the store only? (Not before the first eviction: a
+        crawl under the bound, or a distributed worker, whose store seat has
+        no such reads, never asks.)"""
+        return bool(self.evicted or self._left_saved)
+
+    def _counted(self, snap: dict | None) -> dict | None:
         if snap is not None:
             self.read_back += 1
         return snap
