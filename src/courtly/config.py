@@ -373,10 +373,15 @@ class FrontierSection:
     # the number queued (bench/scale.py: 10 million queued within 1 GB of RSS).
     memory_max: int = 500_000
     key_memory_max: int = 200          # per politeness key (10 leases of 20)
+    # Politeness keys, resolved IPs and robots.txt origins whose state is kept
+    # in memory; idle ones beyond it are evicted to the store and read back when
+    # they return (runtime/keymemory.py). Memory per key: docs/performance.md.
+    key_states_max: int = 100_000
 
     def __post_init__(self) -> None:
         _positive("frontier.memory_max", self.memory_max)
         _positive("frontier.key_memory_max", self.key_memory_max)
+        _positive("frontier.key_states_max", self.key_states_max)
 
 
 @dataclass(frozen=True, slots=True)

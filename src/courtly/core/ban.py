@@ -21,13 +21,19 @@ same kind (a 403, or the recorded challenge body) is enough to keep it
 paused; any other answer from its probe ends the pause.
 
 Rules: pure; the caller passes the body's fingerprint (`body_fingerprint`);
-memory is O(1) per key.
+memory is O(1) per key, and idle keys beyond a bound are forgotten
+(`evict_idle`): a run not yet a ban starts over, as after a restart (the
+key's health, which holds its delay and any pause, is the politeness
+state's and is saved); a paused key is kept.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Callable
+
+from courtly.core.keymemory import SCAN_MAX, sweep
 
 __all__ = ["BanConfig", "BanWatch", "body_fingerprint", "BAN_403", "BAN_CHALLENGE"]
 
@@ -108,3 +114,10 @@ class BanWatch:
     def paused_on(self, key: str) -> str:
         r = self._keys.get(key)
         return r.paused_on if r is not None else ""
+
+    def evict_idle(self, keep: int, busy: Callable[[str], bool], scan_max: int = SCAN_MAX) -> int:
+        """Forget keys beyond `keep` that are neither paused nor `busy`; returns how many."""
+        return len(sweep(self._keys, keep, lambda k, r: not r.paused_on and not busy(k), scan_max))
+
+    def __len__(self) -> int:
+        return len(self._keys)

@@ -50,6 +50,10 @@ one key until they expire, then the defaults return by themselves. A key
 slowed down (an open abuse complaint, runtime/abuse.py) has its floor raised
 to max(factor x floor, delay_s_min) at once, allowlist or not, until lifted.
 
+Bounded memory (core/keymemory.py): `evict_idle` forgets idle keys beyond a
+bound and hands back their snapshots; a forgotten key is read back through
+the `load` given at construction. `evict_idle_ips` forgets quiet IPs.
+
 Rules: pure; every function takes `now` (seconds, wall clock of the caller).
 """
 
@@ -60,9 +64,10 @@ import datetime
 import email.utils
 import random
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from courtly.core.health import Effect, FailureKind, Health, Signal, failure_kind, step
+from courtly.core.keymemory import SCAN_MAX, sweep
 from courtly.core.urls import escape_raw_octets
 
 __all__ = [
@@ -217,8 +222,10 @@ class Politeness:
     """All key and IP politeness state of one worker. Pure: `now` is an argument."""
 
     def __init__(self, config: PolitenessConfig, allowlist: tuple[AllowEntry, ...] = (),
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 load: Callable[[str], dict[str, Any] | None] | None = None) -> None:
         self.config = config
+        self._load = load   # an evicted key's saved snapshot (evict_idle), read back when it returns
         self._rng = rng if rng is not None else random.Random(0)   # back-off jitter only
         self._allow = {e.key: e for e in allowlist}
         self._slow: dict[str, tuple[float, float]] = {}   # key -> (factor, delay_s_min)
@@ -239,16 +246,33 @@ class Politeness:
     def key(self, key: str) -> KeyState:
         st = self._keys.get(key)
         if st is None:
-            entry = self._allow.get(key)  # an expired entry is floored in ready_at
-            st = KeyState(key=key, delay_s=entry.delay_s if entry else self.config.delay_s)
-            self._keys[key] = st
+            st = self._new_key(key)
+            snap = self._load(key) if self._load is not None else None
+            if snap:
+                self._apply(st, snap)
+        return st
+
+    def _new_key(self, key: str) -> KeyState:
+        entry = self._allow.get(key)  # an expired entry is floored in ready_at
+        st = self._keys[key] = KeyState(key=key, delay_s=entry.delay_s if entry else self.config.delay_s)
         return st
 
     def known_keys(self) -> list[str]:
         return list(self._keys)
 
+    @property
+    def key_count(self) -> int:
+        return len(self._keys)
+
+    @property
+    def ip_count(self) -> int:
+        return len(self._ips)
+
     def restore(self, key: str, snap: Mapping[str, Any]) -> None:
-        st = self.key(key)
+        st = self._keys.get(key) or self._new_key(key)
+        self._apply(st, snap)
+
+    def _apply(self, st: KeyState, snap: Mapping[str, Any]) -> None:
         st.delay_s = float(snap.get("delay_s", st.delay_s))
         st.next_fetch_at = float(snap.get("next_fetch_at", 0.0))
         cd = snap.get("crawl_delay_s")
@@ -452,14 +476,19 @@ class Politeness:
         st.backoff_until = max(st.backoff_until, now + probe)
         st.backoff_reason = f"{st.health}: {st.failures} failures in a row ({st.failure_kind})"
 
-    def health(self, key: str) -> Health:
+    def _known(self, key: str) -> KeyState | None:
+        """The key's state if it has one, in memory or saved (read back)."""
         st = self._keys.get(key)
+        return self.key(key) if st is None and self._load is not None else st
+
+    def health(self, key: str) -> Health:
+        st = self._known(key)
         return st.health if st is not None else Health.HEALTHY
 
     def gives_up(self, key: str, now: float) -> bool:
         """The key is down past the horizon and no probe is due: a URL it is
         handed is given up (Reason.HOST_DOWN) without a request."""
-        st = self._keys.get(key)
+        st = self._known(key)
         return st is not None and st.health is Health.DOWN and now < st.backoff_until
 
     def aborted(self, key: str, now: float) -> float:
@@ -543,3 +572,35 @@ class Politeness:
     def ip_in_flight(self, ip: str) -> int:
         st = self._ips.get(ip)
         return st.in_flight if st else 0
+
+    # ---- bounded memory (core/keymemory.py) ----------------------------------
+
+    def evict_idle(self, now: float, keep: int, busy: Callable[[str], bool],
+                   scan_max: int = SCAN_MAX) -> list[tuple[str, dict[str, Any]]]:
+        """Forget idle keys beyond `keep`; returns their snapshots for the caller
+        to save. Idle: nothing in flight, not `busy` (queued URLs, a lock), past
+        its next fetch instant and its back-off (a lost snapshot could not
+        make a request early)."""
+        def idle(key: str, st: KeyState) -> bool:
+            return (not st.in_flight and now >= st.next_fetch_at and now >= st.backoff_until
+                    and not busy(key))
+        return [(k, st.snapshot()) for k, st in sweep(self._keys, keep, idle, scan_max)]
+
+    def evict_idle_ips(self, now: float, keep: int, scan_max: int = SCAN_MAX) -> int:
+        """Forget idle IPs beyond `keep`; returns how many. Idle: nothing in
+        flight, its last request completed a rate window ago, and the slowest
+        key it remembers raises no delay above `delay_s` (that memory is kept:
+        it is saved nowhere)."""
+        c = self.config
+        rate = min([c.ip_rate] + [e.ip_rate for e in self._allow.values() if e.ip_rate])
+        span = (1.0 if rate >= 1 else 1.0 / rate) + c.ip_margin_s
+
+        def idle(_ip: str, st: IpState) -> bool:
+            if st.in_flight or any(done is None for _, done in st.starts):
+                return False
+            last = max((done for _, done in st.starts if done is not None), default=None)
+            if last is not None and now < last + span:
+                return False
+            slowest = st.key_response_s.get(st.slowest_key, 0.0)
+            return c.response_factor * slowest <= c.delay_s
+        return len(sweep(self._ips, keep, idle, scan_max))

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+from courtly.core.keymemory import SCAN_MAX, sweep
 
 from courtly.core.robots_txt import (
     ALLOW_ALL, CACHE_S_MAX, DISALLOW_ALL, PARSE_BYTES_MAX, REDIRECTS_MAX, RobotsGroup, RobotsRule,
@@ -188,6 +190,7 @@ class RobotsBook:
         retry_s_max: float = 3_600.0,
         fetch_timeout_s: float = 120.0,
         stale_s_max: float = CACHE_S_MAX,
+        load: Callable[[str], Mapping[str, Any] | None] | None = None,
     ) -> None:
         if not 0 < cache_s <= CACHE_S_MAX:
             raise ValueError(f"cache_s must be in (0, {CACHE_S_MAX}]")
@@ -199,11 +202,13 @@ class RobotsBook:
         self.fetch_timeout_s, self.stale_s_max = fetch_timeout_s, stale_s_max
         self._entries: dict[str, _Entry] = {}
         self._fresh_views: dict[str, RobotsView] = {}   # origin -> the view of its fresh copy
+        self._load = load   # an evicted origin's saved snapshot (evict_idle), read back when it returns
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def phase(self, origin: str | Origin) -> Phase:
+        """The phase in memory (a status question: an evicted origin is not read back)."""
         e = self._entries.get(str(origin))
         return Phase.ABSENT if e is None else e.phase
 
@@ -238,12 +243,12 @@ class RobotsBook:
         self, origin: str | Origin, now: float, outcome: RobotsFetched | RobotsFailed
     ) -> RobotsView:
         key = str(origin)
-        self._step(key, self._entries.get(key), classify(outcome), now, outcome)
+        self._step(key, self._entry(key), classify(outcome), now, outcome)
         return self.lookup(key, now)
 
     def next_due_at(self, origin: str | Origin) -> float | None:
         """When the origin next needs attention (None: unknown to the book)."""
-        e = self._entries.get(str(origin))
+        e = self._entry(str(origin))
         if e is None:
             return None
         if e.phase is Phase.FETCHING:
@@ -268,9 +273,11 @@ class RobotsBook:
 
     def snapshot(self, origin: str | Origin) -> dict[str, Any] | None:
         """JSON-serialisable state; a fetch in flight is not persisted."""
-        e = self._entries.get(str(origin))
-        if e is None:
-            return None
+        e = self._entry(str(origin))
+        return None if e is None else self._snapshot(e)
+
+    @staticmethod
+    def _snapshot(e: _Entry) -> dict[str, Any] | None:
         if e.phase is Phase.FETCHING:
             if e.resting is Phase.ABSENT:
                 return None
@@ -297,9 +304,33 @@ class RobotsBook:
 
     # -- internals --
 
+    def evict_idle(self, keep: int, scan_max: int = SCAN_MAX) -> list[tuple[str, dict[str, Any]]]:
+        """Forget origins beyond `keep` with no fetch in flight; returns their
+        snapshots, which the caller saves (`load` reads them back, so an
+        evicted copy is neither refetched before it expires nor retried
+        before its back-off ends)."""
+        gone = sweep(self._entries, keep, lambda _k, e: e.phase is not Phase.FETCHING, scan_max)
+        out = []
+        for k, e in gone:
+            self._fresh_views.pop(k, None)
+            snap = self._snapshot(e)
+            if snap is not None:
+                out.append((k, snap))
+        return out
+
+    def _entry(self, key: str) -> _Entry | None:
+        """The origin's entry, read back from its saved snapshot if evicted."""
+        e = self._entries.get(key)
+        if e is None and self._load is not None:
+            data = self._load(key)
+            if data is not None:
+                self.restore(key, data)
+                e = self._entries.get(key)
+        return e
+
     def _settle(self, key: str, now: float) -> _Entry | None:
         """Turn a fetch that outlived `fetch_timeout_s` into a timeout."""
-        e = self._entries.get(key)
+        e = self._entry(key)
         if e is not None and e.phase is Phase.FETCHING:
             if now >= (e.started_at or 0.0) + self.fetch_timeout_s:
                 e = self._step(key, e, Event.UNREACHABLE, now, RobotsFailed(RobotsFailure.TIMEOUT))

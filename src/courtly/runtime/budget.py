@@ -71,11 +71,13 @@ class BudgetDefence:
             depth_max=cfg.crawl.depth_max,
             url_length_max=cfg.urls.length_max,
             allowlist=tuple(AllowEntry(a.key, a.new_urls_per_day, a.owner, a.expires_at()) for a in b.allow),
+            # the least recently used host beyond it starts over (suspects are kept): runtime/keymemory.py
+            hosts_max=cfg.frontier.key_states_max,
         )
         self.traps = TrapGuard(self.trap_config, rng)
         self.exact = ExactDupIndex()
         self.near = NearDupIndex(b.near_dup_distance)
-        self.soft404 = Soft404Book()
+        self.soft404 = Soft404Book(origins_max=cfg.frontier.key_states_max)   # an evicted origin is probed again
         self.counts: Counter[str] = Counter()
 
     # ---- persistence ----------------------------------------------------------

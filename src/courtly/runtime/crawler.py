@@ -67,6 +67,7 @@ from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
 from courtly.runtime.distribution import Deployment, Tenure
 from courtly.runtime.dns_ahead import DnsAhead
+from courtly.runtime.keymemory import KeyMemory
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
 from courtly.runtime.requests import LeaseRequests, path_of
@@ -116,6 +117,7 @@ class Crawler:
         c = cfg.crawl
         self.rng = random.Random(c.seed)
         self.frontier = Frontier(self.rng, batch_max=c.batch_max, lease_s=c.lease_s)
+        self.key_memory = KeyMemory(cfg.frontier.key_states_max, store)   # idle keys evicted, read back
         p = cfg.politeness
         self.politeness = Politeness(
             # the config section's keys of the same name (the rest keep core's defaults)
@@ -127,11 +129,13 @@ class Crawler:
                 for a in p.allow
             ),
             rng=random.Random(c.seed + 1),   # back-off jitter: its own stream, reproducible
+            load=self.key_memory.saved_host,
         )
         r = cfg.robots
         self.robots = RobotsBook(
             cache_s=r.cache_s, retry_s_min=r.retry_s_min, retry_s_max=r.retry_s_max,
             stale_s_max=r.reuse_s, fetch_timeout_s=cfg.fetch.total_s * (REDIRECTS_MAX + 1) + 60,
+            load=self.key_memory.saved_robots,
         )
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
         self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
@@ -374,6 +378,7 @@ class Crawler:
         self.takedowns.poll(now)     # new purges take effect before this batch is written
         self.complaints.poll(now)    # and new abuse complaints slow their keys
         self.takedowns.filter_batch(self.batch, now)
+        self.key_memory.sweep(now, self.batch, self.politeness, self.robots, self.bans, self._key_busy)
         if final or now - self._budget_saved_at >= 10.0:
             self.budget.save(self.batch)
             self.recrawl.save(self.batch)
@@ -559,6 +564,10 @@ class Crawler:
         ready) instead of sleeping on one of the `fetch_tasks` slots."""
         now = self.clock.now()
         return self.politeness.ready_at(key, now) > now + LEASE_HOLD_S
+
+    def _key_busy(self, key: str) -> bool:
+        """The key has queued URLs or a request waiting: its state stays in memory."""
+        return self.frontier.has_key(key) or self.requests.key_held(key)
 
     def _idle(self) -> bool:
         """Nothing left to do: the run ends (a worker waits for more instead)."""

@@ -49,7 +49,7 @@ import bisect
 import heapq
 import json
 import statistics
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -171,7 +171,8 @@ class CrawlObserver:
         self._latency = [0] * (len(LATENCY_BUCKETS_S) + 1)
         self._latency_sum = 0.0
         self._key_ip: dict[str, str] = {}
-        self._key_origins: dict[str, dict[str, None]] = {}
+        self._keys_max = crawler.cfg.frontier.key_states_max
+        self._key_origins: OrderedDict[str, dict[str, None]] = OrderedDict()
         self._ip_starts: dict[str, deque[float]] = {}
         self._ip_window_s = ip_window_s
         self._closed = False
@@ -236,7 +237,12 @@ class CrawlObserver:
             key = politeness_key(o.host, self._key_mode)
         except ValueError:
             return
-        self._key_origins.setdefault(key, {})[str(o)] = None
+        key_origins = self._key_origins
+        key_origins.setdefault(key, {})[str(o)] = None
+        key_origins.move_to_end(key)   # most recent last: the oldest key is forgotten first
+        if len(key_origins) > self._keys_max:   # bounded like the crawl's key state (runtime/keymemory)
+            gone, _ = key_origins.popitem(last=False)
+            self._key_ip.pop(gone, None)
         if ip:
             self._key_ip[key] = ip
             now = self._c.clock.now()

@@ -24,6 +24,7 @@ from courtly.core.robots import REDIRECTS_MAX, RobotsFailed, RobotsFailure, Robo
 from courtly.core.types import Reason
 from courtly.core.urls import UrlError, escape_raw_octets, normalize_url, politeness_key, resolve_url, split_origin
 from courtly.runtime.distribution import Tenure
+from courtly.runtime.keylocks import KeyLocks
 from courtly.runtime.takedown import PurgedNow
 from courtly.ports import ResolveFailed
 
@@ -40,9 +41,17 @@ class LeaseRequests:
 
     def __init__(self, crawler: "RequestsHost") -> None:
         self.c = crawler
-        self._key_locks: dict[str, asyncio.Lock] = {}
+        self._key_locks = KeyLocks()   # a lock exists only while a request holds or waits for it
         self._ip_waiters: dict[str, asyncio.Event] = {}
         self._in_flight: dict[str, int] = {}   # URL -> requests on the wire
+
+    def waiting(self) -> tuple[int, int]:
+        """(keys whose lock is held or awaited, IPs with a waiter): both shrink to 0 when idle."""
+        return len(self._key_locks), len(self._ip_waiters)
+
+    def key_held(self, key: str) -> bool:
+        """A request of `key` holds or waits for its lock (its state stays in memory)."""
+        return key in self._key_locks
 
     def in_flight_urls(self) -> list[str]:
         return list(self._in_flight)
@@ -63,10 +72,7 @@ class LeaseRequests:
             return refused
         if tenure is None:
             tenure = c.tenancy.tenure(key)
-        lock = self._key_locks.get(key)
-        if lock is None:
-            lock = self._key_locks[key] = asyncio.Lock()
-        async with lock:
+        async with self._key_locks.hold(key):
             while True:
                 if c.stopping:
                     return None
@@ -116,7 +122,7 @@ class LeaseRequests:
                 # the window is measured from completion: it bounds when it arrived
                 c.politeness.ip_finished(ip, ip_token, done)
                 c.sending.release(ip, key, done)
-                ev = self._ip_waiters.get(ip)
+                ev = self._ip_waiters.pop(ip, None)   # its waiters look again; a map of waited-on IPs only
                 if ev is not None:
                     ev.set()
             if gate is not None and result.error == "not_sent":

@@ -78,8 +78,7 @@ def resume_from_store(c) -> int:
     saved = c.store.hosts()
     for key, snap in saved.items():
         c.politeness.restore(key, snap)
-    for origin, snap in c.store.robots().items():
-        c.robots.restore(origin, snap)
+    c.key_memory.load_robots(c.robots)   # the rest are read back as their origins return
     hold_after_stop(c.store, c.politeness, c.cfg, saved, now)
     c.complaints.poll(now)
     n = 0

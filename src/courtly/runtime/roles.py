@@ -24,6 +24,7 @@ from typing import Any, Iterable, Protocol
 from courtly.config import Config
 from courtly.core.ban import BanWatch
 from courtly.core.frontier import Frontier
+from courtly.core.intent import IntentProfile
 from courtly.core.urls import NormalizeRules
 from courtly.core.politeness import Politeness
 from courtly.core.seen import SeenFilter
@@ -31,7 +32,7 @@ from courtly.core.types import Reason, UrlItem
 from courtly.ports import Batch, Clock, Extractor, WarcSink
 from courtly.core.robots import RobotsBook
 from courtly.runtime.budget import BudgetDefence
-from courtly.runtime.distribution import SendPolicy, Tenancy
+from courtly.runtime.distribution import Payloads, SendPolicy, Tenancy
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.recrawl import Recrawl
 
@@ -156,6 +157,7 @@ class RequestsHost(Protocol):
     takedowns: PurgeMatch
     tenancy: Tenancy
     sending: SendPolicy
+    profile: IntentProfile
 
     @property
     def stopping(self) -> bool: ...
@@ -181,6 +183,8 @@ class ResultsHost(_Queues, _Decides, Protocol):
     monitor: Monitor
     takedowns: PurgeMatch
     tenancy: Tenancy
+    payloads: Payloads | None   # first captures stored by other workers (cluster), or None
+    profile: IntentProfile
     renders: Any      # runtime/render.PageRenders, or None
 
     def track(self, t: Any) -> None: ...

@@ -333,8 +333,19 @@ class SqliteStore:
     def hosts(self) -> dict[str, dict[str, Any]]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, state FROM hosts")}
 
-    def robots(self) -> dict[str, dict[str, Any]]:
-        return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots")}
+    def robots(self, limit: int = -1) -> dict[str, dict[str, Any]]:
+        """Saved robots.txt states by origin (at most `limit`; -1: all)."""
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT origin, state FROM robots LIMIT ?", (limit,))}
+
+    def host(self, key: str) -> dict[str, Any] | None:
+        """One key's saved politeness state (read back after an eviction)."""
+        row = self._db.execute("SELECT state FROM hosts WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def robots_of(self, origin: str) -> dict[str, Any] | None:
+        """One origin's saved robots.txt state (read back after an eviction)."""
+        row = self._db.execute("SELECT state FROM robots WHERE origin = ?", (origin,)).fetchone()
+        return None if row is None else json.loads(row[0])
 
     def iter_digests(self) -> Iterator[DigestRow]:
         yield from map(DigestRow._make, self._db.execute("SELECT digest, url, at, record_id FROM digests"))

@@ -1,0 +1,113 @@
+"""Bounded memory per key in the running crawl: evict idle keys, read them back.
+
+What it owns: keeping the crawl's long-lived per-key state near
+`frontier.key_states_max` entries whatever the number of hosts the crawl
+touches: the politeness state of keys and resolved IPs, the robots.txt book,
+the ban runs (the per-key request locks free themselves: runtime/keylocks.py).
+
+How it works: at each commit, before the batch is written, `sweep` asks each
+structure to evict its idle entries beyond the bound (core/keymemory.py: the
+oldest first, at most SCAN_MAX looked at per structure). A key is idle when
+it has no queued URL, no lock, nothing in flight, and is past its next fetch
+instant and its back-off. The snapshots of evicted keys and origins go into
+the batch being committed, so the store holds them from this commit on; when
+a key or origin comes back, the structure reads its snapshot back from the
+store (`saved_host`, `saved_robots`, given to the core as its `load`), so its
+delay, back-off, health and robots.txt copy (with its expiry) are as before:
+an eviction never lets a request go early or refetches robots.txt early.
+
+What is not saved: an idle IP is dropped only when it remembers no key slow
+enough to raise a delay (core/politeness.py, `evict_idle_ips`); a ban run
+that is not yet a ban starts over (core/ban.py). Until the first eviction
+nothing is ever read back (a crawl under the bound makes no extra query; a
+distributed worker, which commits its own way, never evicts). A resume reads
+at most the bound of saved robots.txt states (`load_robots`); it still reads
+every saved key's politeness state (the hold after a crash needs each key's
+delay), and the sweeps trim them to the bound.
+
+Rules: synchronous; the store's single-key reads (`host`, `robots_of`) are
+the only I/O, and only for a key that is not in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Protocol
+
+from courtly.core.ban import BanWatch
+from courtly.core.politeness import Politeness
+from courtly.core.robots import RobotsBook
+from courtly.ports import Batch
+
+__all__ = ["KeyMemory", "SavedKeys"]
+
+log = logging.getLogger("courtly")
+
+
+class SavedKeys(Protocol):
+    """The store's reads of one saved key or origin (shell/store/sqlite.py)."""
+
+    def host(self, key: str) -> dict | None: ...
+
+    def robots_of(self, origin: str) -> dict | None: ...
+
+    def robots(self, limit: int = -1) -> dict[str, dict]: ...
+
+
+class KeyMemory:
+    def __init__(self, keys_max: int, store: SavedKeys) -> None:
+        if keys_max < 1:
+            raise ValueError("key_states_max must be >= 1")
+        self.keys_max = keys_max
+        self._store = store
+        self.evicted = 0      # keys, IPs and origins evicted so far
+        self.read_back = 0    # keys and origins read back from the store
+        self._left_saved = False   # a resume left saved state in the store only
+
+    def saved_host(self, key: str) -> dict | None:
+        """An evicted key's politeness snapshot (None: never saved, or nothing evicted yet)."""
+        return self._counted(self._store.host(key)) if self._may_be_saved() else None
+
+    def saved_robots(self, origin: str) -> dict | None:
+        """An evicted origin's robots.txt snapshot."""
+        return self._counted(self._store.robots_of(origin)) if self._may_be_saved() else None
+
+    def load_robots(self, robots: RobotsBook) -> int:
+        """At a resume: at most `keys_max` saved robots.txt states into memory
+        (the rest are read back as their origins return); returns how many."""
+        saved = self._store.robots(self.keys_max + 1)
+        self._left_saved = len(saved) > self.keys_max
+        for origin, snap in list(saved.items())[:self.keys_max]:
+            robots.restore(origin, snap)
+        return min(len(saved), self.keys_max)
+
+    def _may_be_saved(self) -> bool:
+        """Is any state in the store only? (Not before the first eviction: a
+        crawl under the bound, or a distributed worker, whose store seat has
+        no such reads, never asks.)"""
+        return bool(self.evicted or self._left_saved)
+
+    def _counted(self, snap: dict | None) -> dict | None:
+        if snap is not None:
+            self.read_back += 1
+        return snap
+
+    def sweep(self, now: float, batch: Batch, politeness: Politeness, robots: RobotsBook,
+              bans: BanWatch, busy: Callable[[str], bool]) -> int:
+        """Evict idle state beyond the bound into `batch` (committed next);
+        returns how many entries were evicted."""
+        keep = self.keys_max
+        n = 0
+        for key, snap in politeness.evict_idle(now, keep, busy):
+            batch.hosts[key] = snap
+            n += 1
+        for origin, snap in robots.evict_idle(keep):
+            batch.robots[origin] = snap
+            n += 1
+        n += politeness.evict_idle_ips(now, keep)
+        n += bans.evict_idle(keep, busy)
+        if n:
+            self.evicted += n
+            log.debug("evicted %d idle key states (keys %d, IPs %d, origins %d in memory)",
+                      n, politeness.key_count, politeness.ip_count, len(robots))
+        return n
