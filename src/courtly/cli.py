@@ -546,7 +546,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     try:
         text, damaged = export(Path(args.out), args.kind, Path(args.to), as_json=args.json,
-                               include_noindex=args.include_noindex)
+                               include_noindex=args.include_noindex, mix_regions=args.mix_regions)
     except ValueError as e:
         raise UsageError(str(e)) from e
     except OSError as e:

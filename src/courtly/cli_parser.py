@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--to", required=True, help="where to write: a folder for warc, a file otherwise "
                                                "(an existing file is replaced; so are same-named files in the folder)")
     x.add_argument("--json", action="store_true", help="print JSON instead of text")
+    x.add_argument("--mix-regions", action="store_true",
+                   help="export WARC files of several home regions together (default: refused, one line, exit 2: "
+                        "content stays in its region unless you say otherwise)")
     x.add_argument("--include-noindex", action="store_true",
                    help="text: keep pages marked noindex (meta robots or X-Robots-Tag), each row with "
                         "\"noindex\": true (default: left out; WARC and CDXJ always keep them)")

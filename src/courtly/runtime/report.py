@@ -468,10 +468,13 @@ def rewrite_purged_originals(out: Path) -> str:
 
 
 def export(out: Path, kind: str, to: Path, *, as_json: bool = False,
-           include_noindex: bool = False) -> tuple[str, list[str]]:
+           include_noindex: bool = False, mix_regions: bool = False) -> tuple[str, list[str]]:
     """`courtly export warc|cdxj|text`: never emits purged content (nor, in
-    text, noindex pages unless `include_noindex`). Returns the summary and one
-    warning per WARC file that could be read only in part."""
+    text, noindex pages unless `include_noindex`), nor content of two home
+    regions together unless `mix_regions` (core/region.check_mix: RegionError,
+    a ValueError). Returns the summary and one warning per WARC file that
+    could be read only in part."""
+    from courtly.core.region import check_mix
     from courtly.shell import export as ex
 
     store = _open(out)
@@ -482,6 +485,8 @@ def export(out: Path, kind: str, to: Path, *, as_json: bool = False,
     finally:
         store.close()
     warc_dir = out / "warc"
+    tags = {tag for tag in ex.region_tags(warc_dir) if tag}
+    check_mix(tags, allow_mixed=mix_regions)
     if kind == "warc":
         report = ex.export_warc(warc_dir, plist, to)
     elif kind == "cdxj":

@@ -136,6 +136,28 @@ def warc_files(warc_dir: Path) -> tuple[list[Path], int]:
     return closed, len(list(warc_dir.glob(f"*{WARC_SUFFIX}{OPEN_SUFFIX}")))
 
 
+def region_tags(warc_dir: Path) -> dict[str, list[str]]:
+    """Residency tag (`Courtly-Region`, written by a cluster worker of a
+    region into every record after the warcinfo) -> the closed WARC files
+    carrying it; files without a tag (a single machine, or one region) are
+    under "". Reads the first records of each file only."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    out: dict[str, list[str]] = {}
+    for path in warc_files(warc_dir)[0]:
+        tag = ""
+        try:
+            with open(path, "rb") as fh:
+                for n, record in enumerate(ArchiveIterator(fh, check_digests=False)):
+                    tag = record.rec_headers.get_header("Courtly-Region") or ""
+                    if tag or n >= 2:    # warcinfo carries it in its payload, the next records in the header
+                        break
+        except Exception:   # a damaged file: the export itself reports it
+            pass
+        out.setdefault(tag, []).append(path.name)
+    return out
+
+
 def plan_file(path: Path, purges: PurgeList, damaged: list[Damage] | None = None) -> list[RecordPlan]:
     """Every record of `path`, each marked kept or dropped (see module doc).
     With `damaged`, a file read only in part is appended to it and its whole
