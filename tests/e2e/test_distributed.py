@@ -26,6 +26,7 @@ from courtly.core.urls import partition_of, politeness_key
 from courtly.sim.check import check_log, find_duplicate_fetches
 from courtly.sim.manifest import web_from_manifest
 from courtly.sim.reqlog import load_log
+from crawl_support import settle_log
 from dist_support import (CRAWL_DELAY_S_MAX, DELAY_S, PARTITIONS, TTL_S, Cluster, agent_of,
                           wait_for_log_lines, write_dist_config)
 from pg_support import pg_fixture
@@ -62,7 +63,7 @@ def cluster(postgres, simweb_factory, tmp_path):
 def _invariants(c: Cluster) -> dict:
     """Zero politeness violations (key and IP, cluster-wide), full coverage,
     duplicates counted two ways; returns the report's facts."""
-    time.sleep(1.2)   # the server flushes its log every second
+    settle_log(c.web)
     report = check_log(c.web.log_file, c.web.manifest_file, delay_s_min=DELAY_S,
                        crawl_delay_s_max=CRAWL_DELAY_S_MAX, duplicate_fetches_max=10**9, coverage_min=1.0)
     assert report.ok, report.render()
