@@ -81,6 +81,7 @@ def db_rows(out: Path, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 FLUSH_MARKER_HOST = "flush-marker.invalid"   # a host the simulated web does not have
+FLUSH_MARKER_AGENT = "courtly-tests (log flush marker)"
 
 
 def settle_log(web, timeout_s: float = 120.0) -> None:
@@ -97,7 +98,7 @@ def settle_log(web, timeout_s: float = 120.0) -> None:
     conn = http.client.HTTPConnection(ip, web.port, timeout=timeout_s)
     try:
         conn.request("GET", f"/{token}", headers={"Host": f"{FLUSH_MARKER_HOST}:{web.port}",
-                                                   "User-Agent": "courtly-tests (log flush marker)"})
+                                                   "User-Agent": FLUSH_MARKER_AGENT})
         conn.getresponse().read()
     finally:
         conn.close()
