@@ -41,6 +41,14 @@ All times are the server's time.time(); `tolerance_s` absorbs clock and
 scheduling granularity in gaps and windows; overlaps use the much smaller
 `concurrency_tolerance_s` (every simweb answer lasts >= service_time_s, 5 ms,
 so truly parallel requests overlap by more than that).
+
+Load on the machine cannot make a polite crawl fail these checks: a request
+is logged when the server's handler starts (after the client sent it) and
+completed just before its last bytes are written (before the client has
+them), so a slow server only widens the gaps it measures. The exception is
+a request the client gave up on: the server logs it when it notices the
+close, which a starved server does late; a hanging robots.txt is judged by
+whether its answer was delivered (robots_unreachable above).
 """
 
 from __future__ import annotations
