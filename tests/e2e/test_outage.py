@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import signal
+import statistics
 import subprocess
 import time
 
 from crawl_support import courtly_cmd, db_rows, run_courtly
 
-from courtly.sim.outage import DOWN
+from courtly.sim.outage import DOWN, NEIGHBOUR, SLOW
 
 CONFIG = """
 [crawl]
@@ -84,6 +85,8 @@ def test_failing_hosts_are_backed_off_parked_paused_and_crawled_when_back(tmp_pa
     given_up = db_rows(out, "SELECT DISTINCT reason FROM urls WHERE key = 'challenge.outage.test' AND state = 'failed'")
     assert given_up == [("banned",)]       # paused, probed, and past the horizon given up
     hosts = {k: json.loads(v) for k, v in db_rows(out, "SELECT key, state FROM hosts")}
-    neighbour = hosts["neighbour.outage.test"]
-    assert max(neighbour["responses"]) < 0.05          # it answered fast itself ...
+    neighbour, slow = hosts[NEIGHBOUR], hosts[SLOW]
+    # it answered fast itself: its answers, timed by the crawler, were quicker than the slow host's
+    # (both timed on the same loaded machine; an absolute bound would be one on the machine's speed)
+    assert statistics.median(neighbour["responses"]) < statistics.median(slow["responses"])
     assert neighbour["delay_s"] >= 0.1                 # ... and was slowed by its IP's slow answers
