@@ -75,7 +75,8 @@ def test_failing_hosts_are_backed_off_parked_paused_and_crawled_when_back(tmp_pa
         server.send_signal(signal.SIGTERM)
         server.wait(60)
     check = run_courtly("simweb", "check", str(web / "requests.jsonl"), "--delay-s-min", "0.05",
-                        "--park-after", "3", "--probe-s-min", "0.25", "--probe-s-max", "2", "--json")
+                        "--park-after", "3", "--probe-s-min", "0.25", "--probe-s-max", "2",
+                        "--fetch-total-s", "1.0", "--json")
     rep = json.loads(check.stdout)
     assert check.returncode == 0 and rep["ok"], rep["violations"]
     assert rep["down_attempts"] <= 12      # 6-7 on an idle machine; load can only make fewer
