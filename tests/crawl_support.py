@@ -4,6 +4,7 @@ Imported by tests (`from crawl_support import ...`); tests/ is on pytest's path.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -78,10 +80,48 @@ def db_rows(out: Path, sql: str, params: tuple = ()) -> list[tuple]:
         db.close()
 
 
+FLUSH_MARKER_HOST = "flush-marker.invalid"   # a host the simulated web does not have
+FLUSH_MARKER_AGENT = "courtly-tests (log flush marker)"
+
+
+def settle_log(web, timeout_s: float = 120.0) -> None:
+    """Return once the server's log file holds every request it answered so far.
+
+    The server writes its buffered log about every second, later on a loaded
+    machine, so a fixed sleep is a guess that can leave the last requests out
+    of a check. Instead one marker request goes to an unknown host (404, tag
+    unknown_host, which every checker leaves out) and the file is polled,
+    bounded, until it holds the marker: records are written in the order the
+    answers ended, so every request answered before it is in the file."""
+    token = uuid.uuid4().hex
+    ip = min(ip for ip in json.loads(web.hosts_file.read_text()).values() if ip != "127.0.0.1")  # not the bait
+    conn = http.client.HTTPConnection(ip, web.port, timeout=timeout_s)
+    try:
+        conn.request("GET", f"/{token}", headers={"Host": f"{FLUSH_MARKER_HOST}:{web.port}",
+                                                   "User-Agent": FLUSH_MARKER_AGENT})
+        conn.getresponse().read()
+    finally:
+        conn.close()
+    deadline = time.monotonic() + timeout_s
+    needle = token.encode()
+    while not _tail_holds(web.log_file, needle):
+        assert time.monotonic() < deadline, "the simulated web never wrote its log (bounded wait)"
+        time.sleep(0.1)
+
+
+def _tail_holds(path: Path, needle: bytes, tail_bytes: int = 1 << 20) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail_bytes))
+            return needle in fh.read()
+    except FileNotFoundError:
+        return False
+
+
 def check(web, **overrides):
     from courtly.sim.check import check_log
 
-    time.sleep(1.2)  # the server flushes its log every second
+    settle_log(web)
     params = dict(delay_s_min=DELAY_S, crawl_delay_s_max=CRAWL_DELAY_S_MAX)
     params.update(overrides)
     return check_log(web.log_file, web.manifest_file, **params)
@@ -142,5 +182,5 @@ def crawl_with_command_midway(web, out: Path, config: Path, err_path: Path, read
                 proc.kill()
                 proc.wait()
     assert proc.returncode == 0, err_path.read_text()[-3000:]
-    time.sleep(1.2)  # the server flushes its log every second
+    settle_log(web)
     return p

@@ -69,9 +69,9 @@ def _first_run(tmp_path, *, hang_on: str | None) -> None:
     async def run() -> None:
         crawl = asyncio.create_task(c.run())
         if hang_on is not None:
-            await asyncio.wait_for(hung.wait(), 10.0)
+            await asyncio.wait_for(hung.wait(), 60.0)   # bounded waits, generous for a loaded machine
             c.abort()
-        await asyncio.wait_for(crawl, 10.0)
+        await asyncio.wait_for(crawl, 60.0)
 
     asyncio.run(run())
     assert c.politeness.key("slow.example").delay_s > 2.0

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import signal
+import statistics
 import subprocess
 import time
 
 from crawl_support import courtly_cmd, db_rows, run_courtly
 
-from courtly.sim.outage import DOWN
+from courtly.sim.outage import DOWN, NEIGHBOUR, SLOW
 
 CONFIG = """
 [crawl]
@@ -54,7 +55,7 @@ def _serve(out) -> subprocess.Popen:
                                         "--refused-s", "2", "--hang-s", "2", "--slow-max-s", "0.2",
                                         "--duration-s", "300"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20.0
+    deadline = time.monotonic() + 60.0   # bounded, generous for a loaded machine
     while not (out / "ready.json").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "simweb outage did not start"
         time.sleep(0.05)
@@ -72,9 +73,10 @@ def test_failing_hosts_are_backed_off_parked_paused_and_crawled_when_back(tmp_pa
         assert proc.returncode == 0, proc.stderr
     finally:
         server.send_signal(signal.SIGTERM)
-        server.wait(20)
+        server.wait(60)
     check = run_courtly("simweb", "check", str(web / "requests.jsonl"), "--delay-s-min", "0.05",
-                        "--park-after", "3", "--probe-s-min", "0.25", "--probe-s-max", "2", "--json")
+                        "--park-after", "3", "--probe-s-min", "0.25", "--probe-s-max", "2",
+                        "--fetch-total-s", "1.0", "--json")
     rep = json.loads(check.stdout)
     assert check.returncode == 0 and rep["ok"], rep["violations"]
     assert rep["down_attempts"] <= 12      # 6-7 on an idle machine; load can only make fewer
@@ -84,6 +86,8 @@ def test_failing_hosts_are_backed_off_parked_paused_and_crawled_when_back(tmp_pa
     given_up = db_rows(out, "SELECT DISTINCT reason FROM urls WHERE key = 'challenge.outage.test' AND state = 'failed'")
     assert given_up == [("banned",)]       # paused, probed, and past the horizon given up
     hosts = {k: json.loads(v) for k, v in db_rows(out, "SELECT key, state FROM hosts")}
-    neighbour = hosts["neighbour.outage.test"]
-    assert max(neighbour["responses"]) < 0.05          # it answered fast itself ...
+    neighbour, slow = hosts[NEIGHBOUR], hosts[SLOW]
+    # it answered fast itself: its answers, timed by the crawler, were quicker than the slow host's
+    # (both timed on the same loaded machine; an absolute bound would be one on the machine's speed)
+    assert statistics.median(neighbour["responses"]) < statistics.median(slow["responses"])
     assert neighbour["delay_s"] >= 0.1                 # ... and was slowed by its IP's slow answers

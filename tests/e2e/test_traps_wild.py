@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from crawl_support import crawl_args, db_rows, run_courtly
+from crawl_support import crawl_args, db_rows, run_courtly, settle_log
 from courtly.core.traps import TrapConfig, TrapGuard
 from courtly.core.urls import registered_domain
 from courtly.runtime.demo import simweb_process
@@ -53,8 +53,6 @@ commit_interval_s = 0.2
 
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory):
-    import time
-
     tmp = tmp_path_factory.mktemp("wild")
     with simweb_process(tmp / "sim", SIM_ARGS) as web:
         config = tmp / "wild.toml"
@@ -62,7 +60,7 @@ def crawled(tmp_path_factory):
         out = tmp / "crawl"
         proc = run_courtly(*crawl_args(web, out, config), "--max-pages", "8000", timeout=800)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        time.sleep(1.2)   # the server flushes its log every second
+        settle_log(web)
         log = sorted(load_log(web.log_file), key=lambda r: r.arrived_at)
     (snapshot,) = db_rows(out, "SELECT v FROM meta WHERE k = 'traps'")[0]
     suspects = TrapGuard.restore(json.loads(snapshot), TrapConfig(), random.Random(0)).suspects()

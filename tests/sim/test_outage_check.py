@@ -3,6 +3,8 @@ that keeps the schedule and names each way of breaking it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from courtly.sim.outage import BURST, CHALLENGE, DOWN, NEIGHBOUR, OutageConfig
 from courtly.sim.outage_check import check_outage, probes_in
 from courtly.sim.reqlog import LogRecord
@@ -47,6 +49,19 @@ def test_a_down_host_hammered_at_its_delay_fails():
 def test_a_probe_sooner_than_the_schedule_fails():
     attempts = [100.0, 100.2, 100.6, 101.6, 102.7]      # the second probe 1 s after the first, not 2
     assert any("probe 2 came" in v for v in check_outage(good_log(attempts), CFG, **ARGS).violations)
+
+
+def test_a_hung_attempt_noticed_late_by_a_starved_server_ends_at_the_crawlers_deadline():
+    # the third attempt hangs; the client gives up after its 1 s deadline (102.6) and probes 1 s
+    # later (103.6), but the server notices the close only at 103.599, in the same wake-up
+    recs = good_log([100.0, 100.2, 103.6])
+    hung = rec(DOWN, 101.6, "", 0, "outage_hang")
+    recs.append(dataclasses.replace(hung, completed_at=103.599, aborted=True))
+    assert any("probe 1 came" in v for v in check_outage(recs, CFG, **ARGS).violations)
+    assert check_outage(recs, CFG, **ARGS, fetch_total_s=1.0).ok
+    # a probe at once after the deadline still fails
+    early = [r for r in recs if r.arrived_at != 103.6] + [rec(DOWN, 102.7, "", 0, "outage_refused")]
+    assert any("probe 1 came" in v for v in check_outage(early, CFG, **ARGS, fetch_total_s=1.0).violations)
 
 
 def test_pages_not_fetched_after_the_host_came_back_fail():

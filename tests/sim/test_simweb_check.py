@@ -4,6 +4,7 @@ and pass a polite one."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -117,6 +118,21 @@ def test_ip_concurrency_and_rate(web: SimWeb) -> None:
     assert v.lines == (1, 2, 3, 4, 5, 6)
     spaced = [rec(web, h, "/robots.txt", i * 0.21, i * 0.21 + 0.01) for i, h in enumerate(hosts)]
     assert not check_log(spaced, web, CheckParams(**NO_COV)).by_rule("ip_rate")
+
+
+def test_a_hanging_robots_txt_is_unreachable_when_the_client_gave_up_and_reached_when_it_was_answered(
+        web: SimWeb) -> None:
+    hang = next(s.name for s in web.hosts if s.robots == "timeout")
+    gave_up = dataclasses.replace(rec(web, hang, "/robots.txt", 0.0, 3.0, status=0), aborted=True)
+    (v,) = check_log([gave_up, rec(web, hang, "/", 5.0, 5.1)], web, CheckParams(**NO_COV)).by_rule(
+        "robots_unreachable")
+    assert v.lines == (2,)
+    # a starved client read the late answer before its timer fired: the server saw it delivered
+    answered = rec(web, hang, "/robots.txt", 4.5, 8.5, tag="robots_timeout")
+    report = check_log([gave_up, answered, rec(web, hang, "/", 10.0, 10.1)], web, CheckParams(**NO_COV))
+    assert report.ok, report.render()
+    early = check_log([answered, rec(web, hang, "/", 8.0, 8.1)], web, CheckParams(**NO_COV))
+    assert "robots_first" in early.rules_failed()   # a page before the answer was complete
 
 
 def test_robots_rules_first_unreachable_disallowed(web: SimWeb) -> None:

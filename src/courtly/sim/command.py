@@ -156,7 +156,9 @@ def _check_parser() -> argparse.ArgumentParser:
     for flag, default, what in (("--park-after", 3, "failures in a row that park a key"),
                                 ("--probe-s-min", 60.0, "a parked key's first probe"),
                                 ("--probe-s-max", 21600.0, "the longest probe interval"),
-                                ("--ban-run", 10, "challenge answers in a row that pause a key")):
+                                ("--ban-run", 10, "challenge answers in a row that pause a key"),
+                                ("--fetch-total-s", 60.0, "the crawler's fetch deadline (a held request ended "
+                                                          "for it by then)")):
         p.add_argument(flag, type=type(default), default=default, help=f"outage logs: {what} (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     return p

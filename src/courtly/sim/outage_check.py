@@ -10,6 +10,12 @@ ran with, each rule is a bound on what the log may show.
   (robots.txt, one retry of a reused connection); from the parking on, the
   k-th probe comes at least probe_s_min x 2^k (capped at probe_s_max) after
   the failure before it; every page is answered 200 once it is back.
+  A hung attempt ended for the client when it gave up, which the server
+  sees only when it notices the close: a starved server notices it late,
+  in the same wake-up as the next attempt (under load a gap of 0.001 s was
+  logged where the crawler waits 0.25 s). So a hung attempt's failure
+  is taken at the earlier of that notice and its arrival + `fetch_total_s`
+  (the crawler's deadline: it had given up by then).
 - **burst**: after the j-th 5xx answer in a row the gap to the next request
   is at least `delay_s` x 2^j (the doubling; `probe_s_min` once parked), up
   to `backoff_s_max`; after the burst the gaps come back down.
@@ -70,13 +76,15 @@ def _host(r: LogRecord) -> str:
 def check_outage(records: Iterable[LogRecord], config: OutageConfig, *, down_at: float, up_at: float,
                  delay_s: float, park_after: int, probe_s_min: float, probe_s_max: float = 21600.0,
                  backoff_s_max: float = 3600.0,
-                 ban_run: int = 10, neighbour_gap_factor: float = 2.0, slack: int = 3) -> OutageReport:
+                 ban_run: int = 10, neighbour_gap_factor: float = 2.0, slack: int = 3,
+                 fetch_total_s: float = math.inf) -> OutageReport:
     rep = OutageReport()
     recs = sorted(records, key=lambda r: r.arrived_at)
     by_host: dict[str, list[LogRecord]] = {}
     for r in recs:
         by_host.setdefault(_host(r), []).append(r)
-    _down(rep, by_host.get(DOWN, []), config, down_at, up_at, park_after, probe_s_min, probe_s_max, slack)
+    _down(rep, by_host.get(DOWN, []), config, down_at, up_at, park_after, probe_s_min, probe_s_max, slack,
+          fetch_total_s)
     _burst(rep, [r for r in by_host.get(BURST, []) if r.path != "/robots.txt"], delay_s, park_after, probe_s_min,
            backoff_s_max)
     challenged = [r for r in by_host.get(CHALLENGE, []) if r.tag == "outage_challenge"]
@@ -101,7 +109,7 @@ def _gaps(recs: list[LogRecord]) -> list[float]:
 
 
 def _down(rep: OutageReport, recs: list[LogRecord], cfg: OutageConfig, down_at: float, up_at: float,
-          park_after: int, probe_s_min: float, probe_s_max: float, slack: int) -> None:
+          park_after: int, probe_s_min: float, probe_s_max: float, slack: int, fetch_total_s: float) -> None:
     during = [r for r in recs if down_at <= r.arrived_at < up_at]
     # a request cut on a kept-alive connection and its retry on a new one are one attempt
     attempts = [r for i, r in enumerate(during)
@@ -113,7 +121,10 @@ def _down(rep: OutageReport, recs: list[LogRecord], cfg: OutageConfig, down_at: 
                               f"(the schedule allows {rep.down_bound})")
     # from the parking on, the k-th probe waits at least probe_s_min x 2^k (capped): a lower
     # bound (load only adds), checked within PROBE_SLACK for the server's view of a hung request
-    for k, gap in enumerate(_gaps(attempts)[park_after - 1:]):
+    ended = [min(a.completed_at, a.arrived_at + fetch_total_s) if a.tag == "outage_hang" else a.completed_at
+             for a in attempts]
+    gaps = [b.arrived_at - end for end, b in zip(ended, attempts[1:])]
+    for k, gap in enumerate(gaps[park_after - 1:]):
         need = min(probe_s_min * 2 ** k, probe_s_max)
         if gap < need * (1 - PROBE_SLACK):
             rep.violations.append(f"down: probe {k + 1} came {gap:.3f} s after the last failure, "

@@ -109,7 +109,8 @@ def check(args: argparse.Namespace, manifest: dict, records: list) -> int:
     config = OutageConfig(**manifest["config"])
     rep = check_outage(records, config, down_at=manifest["down_at"], up_at=manifest["up_at"],
                        delay_s=args.delay_s_min, park_after=args.park_after, probe_s_min=args.probe_s_min,
-                       probe_s_max=args.probe_s_max, backoff_s_max=args.retry_after_s_max, ban_run=args.ban_run)
+                       probe_s_max=args.probe_s_max, backoff_s_max=args.retry_after_s_max, ban_run=args.ban_run,
+                       fetch_total_s=args.fetch_total_s)
     figures = {"down_attempts": rep.down_attempts, "down_bound": rep.down_bound,
                "down_pages_after": rep.down_pages_after, "challenge_requests": rep.challenge_requests,
                "neighbour_gap_max_s": round(rep.neighbour_gap_max, 3),
