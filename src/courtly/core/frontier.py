@@ -35,7 +35,7 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Container, Iterable, Sequence
 
 from courtly.core.types import UrlItem
 
@@ -227,10 +227,13 @@ class Frontier:
         heapq.heappush(self._lease_heap, (lease.expires_at, lease_id))
         return lease
 
-    def renew(self, lease_id: int, now: float) -> bool:
-        """Extend a live lease; False if it expired or was never granted."""
+    def renew(self, lease_id: int, now: float, *, held: bool = False) -> bool:
+        """Extend a live lease; False if it expired or was never granted.
+
+        `held`: the caller is the lease's live holder, so a lease past due but
+        not yet taken back by `expire` is extended too (the clock leapt)."""
         lease = self._leases.get(lease_id)
-        if lease is None or lease.expires_at <= now:
+        if lease is None or (lease.expires_at <= now and not held):
             return False
         renewed = Lease(lease.lease_id, lease.key, lease.items, now + self.lease_s)
         self._leases[lease_id] = renewed
@@ -247,14 +250,21 @@ class Frontier:
         self._release(lease, ready_at, list(returned))
         return True
 
-    def expire(self, now: float) -> list[Lease]:
-        """Expire overdue leases: their URLs are queued again (at-least-once)."""
+    def expire(self, now: float, held: Container[int] = ()) -> list[Lease]:
+        """Expire overdue leases: their URLs are queued again (at-least-once).
+
+        A lease in `held` has a live holder (a task of this process): it is
+        extended instead, as a clock leap past `lease_s` while it fetches must
+        not lease its key again (a second request for the same URL)."""
         expired = []
         while self._lease_heap and self._lease_heap[0][0] <= now:
             exp, lid = heapq.heappop(self._lease_heap)
             lease = self._leases.get(lid)
             if lease is None or lease.expires_at != exp:
                 continue  # completed, or renewed (a newer entry exists)
+            if lid in held:
+                self.renew(lid, now, held=True)
+                continue
             del self._leases[lid]
             self._release(lease, now, list(lease.items))
             expired.append(lease)
