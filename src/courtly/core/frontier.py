@@ -19,7 +19,9 @@ The lease holder returns the key with `complete(...)`, giving the key's next
 ready instant and any URLs it did not get to (they go back to the front of
 their band, in order). A lease that is neither renewed nor completed by its
 `expires_at` is expired by `expire(now)`: all its URLs return to the queue
-(fetching is at-least-once) and the key becomes ready again.
+(fetching is at-least-once) and the key becomes ready again, unless the
+caller names it in `held` (its holder is alive: a clock leap is no reason to
+lease the key twice), in which case it is extended.
 
 `next_wakeup()` says when the frontier next has something to hand out or to
 expire, so the driver sleeps until then instead of polling.
