@@ -136,6 +136,34 @@ def test_renew_extends_a_live_lease_and_refuses_an_expired_one():
     assert f.renew(12345, 0.0) is False
 
 
+def test_a_lease_held_by_a_live_task_is_extended_not_expired_after_a_clock_leap():
+    f = Frontier(random.Random(1), batch_max=2, lease_s=300.0)
+    for n in range(3):
+        f.add(item("a", n), 0.0)
+        f.add(item("b", n), 0.0)
+    held, idle = f.lease(0.0), f.lease(0.0)
+    # the clock leaps 4000 s (a suspended machine) while both leases are out
+    assert [l.lease_id for l in f.expire(4000.0, held={held.lease_id})] == [idle.lease_id]
+    assert f.is_leased(held.key) and f.leased_count == len(held.items)
+    assert [(l.lease_id, l.expires_at) for l in f.leases()] == [(held.lease_id, 4300.0)]
+    # the held key is not leased a second time; the expired one is, with its URLs again
+    again = f.lease(4000.0)
+    assert again.key == idle.key and urls(again) == urls(idle)
+    assert f.lease(4000.0) is None
+    assert f.complete(held.lease_id, ready_at=4001.0, returned=held.items[1:])
+
+
+def test_renew_by_the_holder_extends_a_lease_past_due_until_it_is_taken_back():
+    f = Frontier(random.Random(1), lease_s=10.0)
+    f.add(item("a", 1), 0.0)
+    lease = f.lease(0.0)
+    assert f.renew(lease.lease_id, 600.0) is False     # past due: refused to anyone else
+    assert f.renew(lease.lease_id, 600.0, held=True)   # its live holder keeps it
+    assert f.expire(609.0) == []
+    assert [l.lease_id for l in f.expire(610.0)] == [lease.lease_id]
+    assert f.renew(lease.lease_id, 610.0, held=True) is False   # taken back: never revived
+
+
 def test_next_wakeup_reports_lease_expiry_when_nothing_is_queued():
     f = Frontier(random.Random(1), lease_s=30.0)
     assert f.next_wakeup() is None

@@ -11,8 +11,9 @@ import pytest
 
 from courtly.core import politeness
 from courtly.runtime import crawler as crawler_module
+from courtly.sim import vloop
 from courtly.sim.rtcheck import CheckLimits, Rule, check_duplicates, check_ips, check_keys, check_robots
-from courtly.sim.rtsim import T0, main, run_seed, run_seeds
+from courtly.sim.rtsim import T0, config_for, main, run_seed, run_seeds
 from courtly.sim.rtweb import ABORTED, HostFaults, Request, RuntimeWeb, SimHost
 
 CI_SEEDS = range(1, 51)
@@ -40,6 +41,31 @@ def test_the_fifty_ci_seeds_with_faults_pass_every_check():
     assert any(r.web.restart_at_s is not None and r.requests[-1].sent_at - T0 > r.web.restart_at_s for r in results)
     assert statuses[ABORTED]   # an abort cut requests in flight, and the resumed crawl still passed
     assert sum(r.pages_fetched for r in results) > 500
+
+
+# soak seeds whose clock leaps past crawl.lease_s (300 s) while a page is in flight:
+# the main loop took the lease back from the live task and fetched the URL twice
+LEASE_LEAP_SEEDS = (138, 223, 388)
+
+
+@pytest.mark.parametrize("seed", LEASE_LEAP_SEEDS)
+def test_a_clock_leap_past_the_lease_during_a_fetch_requests_no_url_twice(seed):
+    r = run_seed(seed)
+    leap = T0 + r.web.leap_at_s
+    assert r.web.leap_s > config_for(seed, r.web.intent).crawl.lease_s
+    assert any(q.sent_at < leap < q.done_at for q in r.requests)   # a page was in flight
+    assert not r.violations, r.violations[0].render()
+
+
+def test_a_wall_clock_step_past_the_lease_during_a_fetch_requests_no_url_twice(monkeypatch):
+    # the clock's now() jumps but the loop's timers do not (an NTP step, not a suspend)
+    monkeypatch.setattr(vloop.VirtualLoop, "leap", lambda self, s: setattr(self, "step_s", self.step_s + s))
+    monkeypatch.setattr(vloop.VirtualLoop, "step_s", 0.0, raising=False)
+    monkeypatch.setattr(vloop.VirtualClock, "now", lambda self: self.loop.time() + self.loop.step_s)
+    for seed in LEASE_LEAP_SEEDS[:2]:
+        r = run_seed(seed)
+        assert any(q.sent_at < T0 + r.web.leap_at_s + r.web.leap_s < q.done_at for q in r.requests)
+        assert not r.violations, r.violations[0].render()
 
 
 def test_the_same_seed_gives_the_same_request_log_bit_for_bit():

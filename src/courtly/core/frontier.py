@@ -19,7 +19,9 @@ The lease holder returns the key with `complete(...)`, giving the key's next
 ready instant and any URLs it did not get to (they go back to the front of
 their band, in order). A lease that is neither renewed nor completed by its
 `expires_at` is expired by `expire(now)`: all its URLs return to the queue
-(fetching is at-least-once) and the key becomes ready again.
+(fetching is at-least-once) and the key becomes ready again, unless the
+caller names it in `held` (its holder is alive: a clock leap is no reason to
+lease the key twice), in which case it is extended.
 
 `next_wakeup()` says when the frontier next has something to hand out or to
 expire, so the driver sleeps until then instead of polling.
@@ -35,7 +37,7 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Container, Iterable, Sequence
 
 from courtly.core.types import UrlItem
 
@@ -227,10 +229,13 @@ class Frontier:
         heapq.heappush(self._lease_heap, (lease.expires_at, lease_id))
         return lease
 
-    def renew(self, lease_id: int, now: float) -> bool:
-        """Extend a live lease; False if it expired or was never granted."""
+    def renew(self, lease_id: int, now: float, *, held: bool = False) -> bool:
+        """Extend a live lease; False if it expired or was never granted.
+
+        `held`: the caller is the lease's live holder, so a lease past due but
+        not yet taken back by `expire` is extended too (the clock leapt)."""
         lease = self._leases.get(lease_id)
-        if lease is None or lease.expires_at <= now:
+        if lease is None or (lease.expires_at <= now and not held):
             return False
         renewed = Lease(lease.lease_id, lease.key, lease.items, now + self.lease_s)
         self._leases[lease_id] = renewed
@@ -247,14 +252,21 @@ class Frontier:
         self._release(lease, ready_at, list(returned))
         return True
 
-    def expire(self, now: float) -> list[Lease]:
-        """Expire overdue leases: their URLs are queued again (at-least-once)."""
+    def expire(self, now: float, held: Container[int] = ()) -> list[Lease]:
+        """Expire overdue leases: their URLs are queued again (at-least-once).
+
+        A lease in `held` has a live holder (a task of this process): it is
+        extended instead, as a clock leap past `lease_s` while it fetches must
+        not lease its key again (a second request for the same URL)."""
         expired = []
         while self._lease_heap and self._lease_heap[0][0] <= now:
             exp, lid = heapq.heappop(self._lease_heap)
             lease = self._leases.get(lid)
             if lease is None or lease.expires_at != exp:
                 continue  # completed, or renewed (a newer entry exists)
+            if lid in held:
+                self.renew(lid, now, held=True)
+                continue
             del self._leases[lid]
             self._release(lease, now, list(lease.items))
             expired.append(lease)

@@ -6,9 +6,11 @@ One `Crawler` is the engine of both deployments: on a single machine it owns
 every key; a distributed worker (runtime/worker.py) builds it with the
 cluster's strategies (runtime/distribution.py: who owns which key, the per-IP
 slot shared by the cluster, who writes the batches). Its main loop expires
-overdue leases, hands ready host batches (leases) to fetch tasks up to
-`crawl.fetch_tasks`, and otherwise sleeps until `frontier.next_wakeup()` or
-until something changes (a task ends, URLs are queued). Nothing polls.
+overdue leases (never one a live task holds: a clock leap past
+`crawl.lease_s` must not lease its key twice), hands ready host batches
+(leases) to fetch tasks up to `crawl.fetch_tasks`, and otherwise sleeps until
+`frontier.next_wakeup()` or until something changes (a task ends, URLs are
+queued). Nothing polls.
 
 A fetch task serves one lease, i.e. one politeness key, URL after URL:
 
@@ -168,6 +170,7 @@ class Crawler:
         # told of each seed-stage (depth 0) decision: url, via, reason, detail (runtime/refusal)
         self.on_seed_refused = None
         self._tasks: set[asyncio.Task] = set()
+        self._held: set[int] = set()   # lease ids served by a live task: never expired
         self._processing: set[asyncio.Task] = set()
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
         self._wake = Wakeup(clock)
@@ -275,7 +278,7 @@ class Crawler:
             now = self.clock.now()
             if ends_at is not None and now >= ends_at and not self._stopping:
                 self.stop()
-            self.frontier.expire(now)
+            self.frontier.expire(now, self._held)
             if not self._stopping and self.recrawl.due(now):
                 self._plan_recrawls(now)
             if not self._stopping and self.monitor.enabled:
@@ -453,6 +456,7 @@ class Crawler:
         remaining = self.consumers.order(key, list(lease.items))
         lost = False
         self.tenancy.begin(key)
+        self._held.add(lease.lease_id)
         try:
             while remaining and not self._stopping:
                 left = self.budget_left()
@@ -476,6 +480,7 @@ class Crawler:
                 ready_at = max(self.politeness.ready_at(key, now), self._hold.pop(key, 0.0))
                 self.frontier.complete(lease.lease_id, ready_at, remaining)
                 self.batch.hosts[key] = self.politeness.key(key).snapshot()
+            self._held.discard(lease.lease_id)
             self.tenancy.end(key)
             self._wake.set()
 

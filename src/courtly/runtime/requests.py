@@ -149,7 +149,7 @@ class LeaseRequests:
         """The last check before a request leaves: the crawl goes on, the host
         batch is still ours, and so is the key under the batch's tenure."""
         c = self.c
-        if c.stopping or (lease is not None and not c.frontier.renew(lease.lease_id, now)):
+        if c.stopping or (lease is not None and not c.frontier.renew(lease.lease_id, now, held=True)):
             return False
         return c.tenancy.may_send(tenure, now)
 
