@@ -90,7 +90,7 @@ def test_fair_turns_forget_the_oldest_key_past_their_limit():
     ({"name": "a", "priority_min": 3, "priority_max": 2}, "priority_min"),
     ({"name": "a", "priority_min": 2, "priority": 1}, "priority 1"),
     ({"name": "a", "host_share": 1.5}, "host_share"),
-    ({"name": "a", "sink": "https://example.org/hook"}, "webhook"),
+    ({"name": "a", "sink": "https://exa mple.org/hook"}, "is not a webhook URL"),
     ({"name": "a", "quota": 3}, "unknown key consumers[0].quota"),
 ])
 def test_a_bad_consumer_entry_is_a_one_line_config_error(entry, words):
