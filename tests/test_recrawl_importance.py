@@ -57,6 +57,7 @@ def test_uniform_importance_weighs_every_page_the_same():
 @pytest.mark.parametrize("section, message", [
     ({"importance": "pagerank"}, "recrawl.importance must be"),
     ({"importance": "uniform", "importance_file": "scores.txt"}, "needs importance = \"opic\""),
+    ({"importance_prior_rounds": -1.0}, "recrawl.importance_prior_rounds"),
 ])
 def test_bad_importance_settings_are_refused_with_one_line(section, message):
     with pytest.raises(ConfigError, match=message):

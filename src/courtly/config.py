@@ -312,10 +312,12 @@ class RecrawlSection:
     tiers: tuple[TierSection, ...] = ()  # empty: the intent's tiers (top 15 min..24 h, ...)
     importance_file: str = ""          # optional "URL<TAB>score" lines, blended with OPIC
     importance: str = "opic"           # or "uniform": every page weighs 1 (plain freshness)
+    importance_prior_rounds: float = 8.0  # OPIC shrunk toward uniform until it has this many rounds
 
     def __post_init__(self) -> None:
         _non_negative("recrawl.daily_budget", self.daily_budget)
         _positive("recrawl.period_s", self.period_s)
+        _non_negative("recrawl.importance_prior_rounds", self.importance_prior_rounds)
         if self.importance not in ("opic", "uniform"):
             raise ConfigError(f"recrawl.importance must be \"opic\" or \"uniform\", not {self.importance!r}")
         if self.importance == "uniform" and self.importance_file:

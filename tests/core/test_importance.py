@@ -106,7 +106,7 @@ def test_new_pages_start_without_cash_and_gain_from_links():
 
 def test_dangling_pages_give_everything_to_the_virtual_page():
     opic = Opic()
-    opic.add("a")  # V pays the initial cash out to the pages known at the time: all to "a"
+    opic.add("a")  # V keeps the initial cash until the first fetch, then pays every known page
     opic.add("b")
     assert opic.value("b") == 0.0
     opic.fetched("a", [])

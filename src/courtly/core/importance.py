@@ -23,7 +23,20 @@ into history, receiving adds), so the largest value is a running maximum and
 al. show value / (sum of histories + total cash) converges to the page's
 importance; dividing by the maximum only rescales it.
 
-`importance(url)` blends OPIC with a user map (`user_map`, any positive
+Cold start. V's initial `total_cash` is not paid out when a page becomes
+known but at the first fetch, to every page known by then (all the seeds and
+the first page's links), so the first seed alone does not get it. Even so, a
+young estimate rests on a few fetches: one unit of cash against the histories
+of only a round or two, so a handful of pages would look far more important
+than the rest and the weighted recrawl objective would refetch them at their
+tier's minimum interval. `prior_rounds` (k) shrinks the estimate toward
+uniform importance (every page weighs 1, the maximum) by how much history
+there is: with h = (sum of histories) / total_cash, about the number of crawl
+rounds so far, the weight is (h x opic + k x 1) / (h + k). With no history it
+is 1 for every page (uniform); as h grows it converges to OPIC. k = 0 (the
+class default) is plain OPIC.
+
+`importance(url)` blends (shrunk) OPIC with a user map (`user_map`, any positive
 scores, scaled by its maximum) geometrically: user^w x opic^(1-w); URLs not in
 the map get OPIC alone. Results are floored at `floor` so they stay > 0.
 
@@ -40,7 +53,9 @@ __all__ = ["Opic"]
 class Opic:
     def __init__(self, *, total_cash: float = 1.0, damping: float = 0.85,
                  user_map: Mapping[str, float] | None = None, user_weight: float = 0.5,
-                 floor: float = 1e-6, pages_max: int = 50_000_000) -> None:
+                 floor: float = 1e-6, pages_max: int = 50_000_000, prior_rounds: float = 0.0) -> None:
+        if prior_rounds < 0:
+            raise ValueError("prior_rounds >= 0")
         if total_cash <= 0 or not 0.0 <= damping <= 1.0 or not 0.0 <= user_weight <= 1.0:
             raise ValueError("total_cash > 0, damping and user_weight in [0, 1]")
         if not 0.0 < floor <= 1.0 or pages_max < 1:
@@ -50,6 +65,7 @@ class Opic:
         self.user_weight = user_weight
         self.floor = floor
         self.pages_max = pages_max
+        self.prior_rounds = prior_rounds
         user = dict(user_map or {})
         if any(v <= 0 for v in user.values()):
             raise ValueError("user importance values must be positive")
@@ -61,6 +77,7 @@ class Opic:
         self._v_cash = total_cash             # V starts with everything
         self._v_acc = 0.0
         self._top = 0.0                       # max over pages of history + cash - seen
+        self._h_sum = 0.0                     # sum of histories, kept as it grows (O(1) shrinkage)
 
     def __len__(self) -> int:
         return len(self._cash)
@@ -77,7 +94,8 @@ class Opic:
         self._cash[url] = 0.0
         self._history[url] = 0.0
         self._seen[url] = self._v_acc
-        self._pay_out_v()
+        # no pay-out here: V holds cash only before the first fetch (`fetched` pays it all
+        # out), and that initial cash is for every page known then, not the first one alone
         return True
 
     def fetched(self, url: str, out_links: Iterable[str] = ()) -> None:
@@ -86,6 +104,7 @@ class Opic:
         self._settle(url)
         cash = self._cash[url]
         self._history[url] += cash
+        self._h_sum += cash
         self._cash[url] = 0.0
         links = [u for u in dict.fromkeys(out_links) if u != url]
         for u in links:
@@ -116,9 +135,22 @@ class Opic:
             return 1.0
         return min(1.0, max(self.floor, self.value(url) / top))
 
-    def importance(self, url: str) -> float:
-        """OPIC blended with the user map, in (0, 1]."""
+    def rounds(self) -> float:
+        """Sum of histories / total_cash: about how many crawl rounds OPIC has seen."""
+        return self._h_sum / self.total_cash
+
+    def shrunk(self, url: str) -> float:
+        """OPIC shrunk toward uniform (1) by `prior_rounds` against the history so far."""
         o = self.opic(url)
+        k = self.prior_rounds
+        if k <= 0.0:
+            return o
+        h = self.rounds()
+        return (h * o + k) / (h + k)
+
+    def importance(self, url: str) -> float:
+        """(Shrunk) OPIC blended with the user map, in (0, 1]."""
+        o = self.shrunk(url)
         u = self._user.get(url)
         if u is None:
             return o

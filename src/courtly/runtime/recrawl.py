@@ -87,7 +87,7 @@ class Recrawl:
                           if self.enabled else None)
         self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler is not None else 1
         # importance = online OPIC over the link graph, blended with the user's map (none: uniform)
-        self.opic = (Opic(user_map=load_importance(r.importance_file))
+        self.opic = (Opic(user_map=load_importance(r.importance_file), prior_rounds=r.importance_prior_rounds)
                      if self.enabled and r.importance == "opic" else None)
         self.next_plan_at = 0.0
         self._depth: dict[str, int] = {}
