@@ -80,7 +80,7 @@ def db_rows(out: Path, sql: str, params: tuple = ()) -> list[tuple]:
         db.close()
 
 
-FLUSH_MARKER_HOST = "flush-marker.invalid"   # a host the simulated web does not have
+from courtly.sim.reqlog import FLUSH_MARKER_HOST  # noqa: E402  (a name no crawler resolves; log readers skip it)
 FLUSH_MARKER_AGENT = "courtly-tests (log flush marker)"
 
 

@@ -18,6 +18,12 @@ Fields of a record:
 
 Writes are buffered in memory and flushed at least every `flush_every_s`
 (the server runs `run_flusher`) and on `close()`. Append-only, never rewritten.
+
+A request for the reserved name `FLUSH_MARKER_HOST` (an RFC 6761 `.invalid`
+name no crawler can resolve) is a flush marker: whoever reads the file can
+wait until a marker it sent is there, and then holds every request answered
+before it. `iter_log` and `load_log` leave markers out, so no reader counts
+them as the crawler's.
 """
 
 from __future__ import annotations
@@ -117,12 +123,18 @@ class RequestLog:
             self._file = None
 
 
+FLUSH_MARKER_HOST = "flush-marker.invalid"
+
+
 def iter_log(path: str | Path) -> Iterator[LogRecord]:
+    """The records of the log file, flush markers left out."""
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
             if line:
-                yield LogRecord.from_dict(json.loads(line))
+                record = LogRecord.from_dict(json.loads(line))
+                if record.host.rsplit(":", 1)[0] != FLUSH_MARKER_HOST:
+                    yield record
 
 
 def load_log(path: str | Path) -> list[LogRecord]:
