@@ -390,8 +390,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     cfg = region_config(config_from_args(args), args)
     resolve_overrides(cfg)
-    if cfg.crawl.intent == "monitor":
-        raise UsageError("courtly worker crawls with intent 'archive' or 'search' (a watch list is single-machine)")
     worker_id = args.worker_id or new_worker_id()
     if not all(c.isalnum() or c in "._-" for c in worker_id):
         raise UsageError(f"--worker-id may hold letters, digits, '.', '_' and '-' only: {worker_id!r}")

@@ -120,7 +120,7 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
         await store.close()
         raise
     resolver, fetcher, extractor = build_network(cfg, send_gate=True)
-    warc = None
+    warc = watches = None
     servers: list = []
     try:
         # every WARC file of a region carries its residency tag (name, warcinfo, each record)
@@ -129,8 +129,13 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
                                 spool=spool, file_bytes_max=cfg.warc.file_bytes_max, warcinfo=info,
                                 fsync=cfg.warc.fsync,
                                 record_fields={"Courtly-Region": region} if region else None)
+        if cfg.crawl.intent == "monitor":   # the cluster's watch list (courtly watch --db)
+            from courtly.shell.store.watch_postgres import PostgresWatchStore
+
+            watches = await PostgresWatchStore.open(dsn)
         worker = Worker(cfg, clock=SystemClock(), resolver=resolver, fetcher=fetcher, warc=warc,
-                        store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done)
+                        store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done,
+                        watches=watches)
         with stop_on_signals(worker.stop, install_signals):
             try:
                 await worker.prepare()
@@ -154,6 +159,8 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
         await extractor.close()
         if warc is not None:
             warc.close()
+        if watches is not None:
+            await watches.close()
         await store.close()
 
 

@@ -95,8 +95,7 @@ class Monitor:
         watches = self.store.watches()
         self.by_url = {}
         for w in watches:
-            forms = self._normalize([w.url])
-            self.by_url[forms[0] if forms else w.url] = w
+            self.by_url[self.normalized(w.url)] = w
         self.rules = {w.id: w.rules() for w in watches}
         for w in watches:
             self.states.setdefault(w.id, WatchState())
@@ -128,6 +127,11 @@ class Monitor:
                 webhook[k] = webhook.get(k, 0) + v
         return {"watches": {"active": len(self.by_url) - paused, "paused": paused}, "checks": self.checks,
                 "changes": self.events, "webhook": webhook}
+
+    def normalized(self, url: str) -> str:
+        """`url` as the crawl queues it (the key of `by_url`)."""
+        forms = self._normalize([url])
+        return forms[0] if forms else url
 
     def owns(self, url: str) -> bool:
         return url in self.by_url

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 from courtly.core.types import UrlItem
 from courtly.ports import Batch, StaleEpochError, StoreUnavailableError
+from courtly.runtime.cluster_monitor import ClusterWatches
 from courtly.runtime.crawler import Crawler, CrawlStats
 from courtly.runtime.distribution import Deployment
 from courtly.runtime.ownership import Ownership
@@ -114,7 +115,7 @@ class Worker:
     """A crawl engine with the cluster strategies, its claim loop and its leases."""
 
     def __init__(self, cfg, *, clock, resolver, fetcher, warc, store, extractor, worker_id: str,
-                 exit_when_done: bool = False) -> None:
+                 exit_when_done: bool = False, watches=None) -> None:
         if store.partitions is None:
             raise ValueError("the database has no crawl: run `courtly submit` first")
         self.cfg = cfg
@@ -135,6 +136,12 @@ class Worker:
                               deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self,
                                                     payloads=self.payloads))
         self.defence = SharedDefence(store, self.engine.budget, self.parts.partition, self.parts.partition_of_url)
+        # intent monitor: the watches of the partitions held here (runtime/cluster_monitor)
+        self.watching = None if watches is None else ClusterWatches(
+            watches, self.engine.monitor, held=self.own.fetching, part_of_url=self.parts.partition_of_url,
+            know=self._know)
+        if self.watching is not None:
+            self.engine.monitor.attach(self.watching, [])
         self._pending: deque[tuple[str, Batch]] = deque()
         self._flush_lock = asyncio.Lock()
         self._commit_now = asyncio.Event()
@@ -191,6 +198,11 @@ class Worker:
         self.parts.hold(self._hold_until)
         self._claim_now.set()
 
+    def _know(self, url: str) -> None:
+        """A watched URL of a held partition: its checks are queued here as recrawls."""
+        self.engine.seen.add(url)
+        self.engine.admission.remember(url)
+
     async def _adopt_pending(self) -> None:
         """Restore the keys' politeness state of newly taken partitions (each key
         held one delay past the take-over) and rebuild their inboxes; only then
@@ -218,6 +230,8 @@ class Worker:
                 except StaleEpochError:
                     self.own.refused({p}, self.clock.now())
             self._unadopted.pop(p, None)
+        if self.watching is not None:     # their watches, with what they learned
+            await self.watching.sync(self.clock.now())
 
     # ---- claiming -----------------------------------------------------------------------
 
@@ -323,6 +337,8 @@ class Worker:
             self._commit_now.clear()
             try:
                 await self.take_up_shared()
+                if self.watching is not None:   # list edits, and watches of partitions lost
+                    await self.watching.sync(self.clock.now())
             except StoreUnavailableError:
                 self.wstats.store_errors += 1
             await self.flush()
@@ -346,6 +362,7 @@ class Worker:
             if not self._pending and takedowns.to_settle() is None:
                 return True
             self.warc.flush()      # raw bytes are durable before the store says "fetched"
+            self.engine.monitor.save()   # nothing awaited since: its events name written bytes only
             while self._pending:
                 bid, batch = self._pending[0]
                 epochs = self.own.write_epochs()
@@ -364,6 +381,12 @@ class Worker:
                 self.wstats.batches += 1
                 self._settled(batch)
             self.engine.admission.committed()
+            if self.watching is not None:
+                try:
+                    await self.watching.write()
+                except StoreUnavailableError:
+                    self.wstats.store_errors += 1
+                    return False
             due = takedowns.to_settle()
             if due is not None:   # rows written in scope meanwhile (by any worker) are marked again
                 try:

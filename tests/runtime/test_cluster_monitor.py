@@ -1,0 +1,101 @@
+"""runtime/cluster_monitor: a worker checks only the watches of the partitions it
+holds, starts from what their last owner learned, and writes states and change
+events only while it still holds their partition under the same epoch."""
+
+from __future__ import annotations
+
+import asyncio
+
+from courtly.config import Config
+from courtly.core.watch import LEARN_CHECKS, Watch, WatchState
+from courtly.runtime.cluster_monitor import ClusterWatches
+from courtly.runtime.monitor import Monitor
+from courtly.sim.watchpage import WatchPage
+
+PART = {"a.test": 0, "b.test": 1, "c.test": 2, "d.test": 3}
+
+
+class FakeAsyncWatches:
+    """PostgresWatchStore's methods the worker uses, in memory."""
+
+    def __init__(self, watches, states=None):
+        self.list, self.v = list(watches), 1
+        self.stored = dict(states or {})
+        self.changes: list = []
+
+    async def version(self):
+        return self.v
+
+    async def watches(self):
+        return list(self.list)
+
+    async def states(self):
+        return dict(self.stored)
+
+    async def save_states(self, states):
+        self.stored.update(states)
+
+    async def record_change(self, ev, webhook):
+        self.changes.append((ev, webhook))
+        return len(self.changes)
+
+
+def part_of_url(url: str) -> int:
+    return PART[url.split("//", 1)[1].split("/", 1)[0]]
+
+
+def cluster(held: dict[int, int], states=None):
+    watches = [Watch(f"http://{h}/p", every_s=10, id=i + 1) for i, h in enumerate(PART)]
+    store = FakeAsyncWatches(watches, states)
+    m = Monitor(Config().replace("crawl", intent="monitor"))
+    known: list[str] = []
+    port = ClusterWatches(store, m, held=lambda: held, part_of_url=part_of_url, know=known.append)
+    m.attach(port, [])
+    return m, port, store, known
+
+
+def test_a_worker_checks_only_the_watches_of_the_partitions_it_holds():
+    held = {0: 3, 2: 1}
+    m, port, _, known = cluster(held)
+    asyncio.run(port.sync(0.0))
+    assert sorted(m.due(0.0)) == ["http://a.test/p", "http://c.test/p"]
+    assert sorted(known) == ["http://a.test/p", "http://c.test/p"]     # queued as recrawls, not routed
+
+
+def test_a_partition_taken_over_brings_its_watches_with_what_they_learned():
+    learned = WatchState(checks=9, learning_left=0, last_checked_at=5.0)
+    held: dict[int, int] = {0: 1}
+    m, port, _, _ = cluster(held, states={2: learned})
+    asyncio.run(port.sync(0.0))
+    assert not m.owns("http://b.test/p")
+    held[1] = 4                       # the lease loop granted partition 1
+    asyncio.run(port.sync(1.0))
+    assert m.owns("http://b.test/p") and m.states[2].checks == 9
+
+
+def test_a_partition_lost_drops_its_watch_and_fences_its_change_event():
+    page = WatchPage("/p", "real", (100.0,), 7)
+    held = {0: 1, 1: 1}
+    m, port, store, _ = cluster(held)
+    asyncio.run(port.sync(0.0))
+    for n in range(LEARN_CHECKS + 6):
+        at = 10.0 * n
+        for url in sorted(m.due(at)):
+            m.fetched(url, 200, page.html(at, n), "text/html", at, at)
+    del held[0]                       # lost before the commit: a's event and state are the next owner's
+    m.save()
+    asyncio.run(port.write())
+    assert [ev.url for ev, _ in store.changes] == ["http://b.test/p"]
+    assert set(store.stored) == {2} and port.fenced == 2
+    asyncio.run(port.sync(200.0))
+    assert not m.owns("http://a.test/p") and m.owns("http://b.test/p")
+
+
+def test_a_partition_held_again_under_a_new_epoch_reloads_the_stored_state():
+    held = {0: 1}
+    m, port, store, _ = cluster(held, states={1: WatchState(checks=2)})
+    asyncio.run(port.sync(0.0))
+    store.stored[1] = WatchState(checks=7)     # another worker held it meanwhile
+    held[0] = 2
+    asyncio.run(port.sync(1.0))
+    assert m.states[1].checks == 7
