@@ -31,6 +31,7 @@ from typing import Protocol
 
 from courtly.core.watch import ChangeEvent, Watch, WatchState
 from courtly.ports import StoreUnavailableError
+from courtly.runtime.monitor import Monitor
 
 __all__ = ["ClusterWatches", "AsyncWatchStore"]
 
@@ -48,7 +49,7 @@ class AsyncWatchStore(Protocol):
 class ClusterWatches:
     """The monitor's store port over the held partitions' watches (see the module doc)."""
 
-    def __init__(self, store: AsyncWatchStore, monitor, *, held: Callable[[], dict[int, int]],
+    def __init__(self, store: AsyncWatchStore, monitor: Monitor, *, held: Callable[[], dict[int, int]],
                  part_of_url: Callable[[str], int], know: Callable[[str], None]) -> None:
         self._store = store
         self._monitor = monitor
@@ -58,7 +59,7 @@ class ClusterWatches:
         self._watches: list[Watch] = []
         self._taken: dict[int, tuple[int, int]] = {}     # watch id -> (partition, epoch) it is held under
         self._version = 0
-        self._seen: tuple[int, frozenset] | None = None
+        self._seen: tuple[int, frozenset[tuple[int, int]]] | None = None
         self._states: dict[int, WatchState] = {}
         self._events: list[tuple[ChangeEvent, str]] = []
         self.recorded = 0
