@@ -94,10 +94,11 @@ class Cluster:
             args += ["--allow-network", net]
         return args
 
-    def start(self, worker_id: str, *extra: str) -> subprocess.Popen:
+    def start(self, worker_id: str, *extra: str, exit_when_done: bool = True) -> subprocess.Popen:
+        """A worker; `exit_when_done=False`: it runs until --duration-s or a signal."""
+        args = [a for a in self.worker_args(worker_id, *extra) if exit_when_done or a != "--exit-when-done"]
         log = open(self.tmp / f"{worker_id}.log", "ab")
-        proc = subprocess.Popen(self.worker_args(worker_id, *extra), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         self.procs[worker_id] = proc
         self.started_at[worker_id] = time.time()

@@ -74,11 +74,7 @@ def monitored(postgres, tmp_path_factory):
                     add = _courtly("watch", "add", url, "--db", c.dsn, "--every", "1")
                     assert add.returncode == 0, add.stderr
             for w in WORKERS:
-                args = [a for a in c.worker_args(w) if a != "--exit-when-done"]
-                log = open(tmp / f"{w}.log", "ab")
-                c.procs[w] = subprocess.Popen(args + ["--intent", "monitor", "--duration-s", str(MONITOR_S_MAX)],
-                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-                log.close()
+                c.start(w, "--intent", "monitor", "--duration-s", str(MONITOR_S_MAX), exit_when_done=False)
             deadline = time.monotonic() + MONITOR_S_MAX + 30
             while time.monotonic() < deadline and not (_real_change_recorded(c.dsn) and _checked_by_both(web)):
                 if any(p.poll() is not None for p in c.procs.values()):

@@ -138,7 +138,7 @@ class Worker:
         self.defence = SharedDefence(store, self.engine.budget, self.parts.partition, self.parts.partition_of_url)
         # intent monitor: the watches of the partitions held here (runtime/cluster_monitor)
         self.watching = None if watches is None else ClusterWatches(
-            watches, self.engine.monitor, held=self.own.fetching, part_of_url=self.parts.partition_of_url,
+            watches, self.engine.monitor, held=self._adopted, part_of_url=self.parts.partition_of_url,
             know=self._know)
         if self.watching is not None:
             self.engine.monitor.attach(self.watching, [])
@@ -198,6 +198,18 @@ class Worker:
         self.parts.hold(self._hold_until)
         self._claim_now.set()
 
+    async def _sync_watches(self) -> None:
+        """Intent monitor: take up the watch list of the partitions held now;
+        the engine's main loop then looks again (it may sleep with no wake-up
+        set when no watch was due)."""
+        if self.watching is not None:
+            await self.watching.sync(self.clock.now())
+            self.engine.wake()
+
+    def _adopted(self) -> dict[int, int]:
+        """Partitions held and adopted (their keys' politeness restored), with epochs."""
+        return {p: e for p, e in self.own.fetching().items() if p not in self._unadopted}
+
     def _know(self, url: str) -> None:
         """A watched URL of a held partition: its checks are queued here as recrawls."""
         self.engine.seen.add(url)
@@ -230,8 +242,7 @@ class Worker:
                 except StaleEpochError:
                     self.own.refused({p}, self.clock.now())
             self._unadopted.pop(p, None)
-        if self.watching is not None:     # their watches, with what they learned
-            await self.watching.sync(self.clock.now())
+        await self._sync_watches()        # their watches, with what they learned
 
     # ---- claiming -----------------------------------------------------------------------
 
@@ -254,7 +265,7 @@ class Worker:
 
     async def _claim(self) -> int:
         e = self.engine
-        epochs = {p: ep for p, ep in self.own.fetching().items() if p not in self._unadopted}
+        epochs = self._adopted()
         room = self.dist.local_queue_max - len(e.frontier)
         if not epochs or room <= 0:
             return 0
@@ -289,7 +300,7 @@ class Worker:
         if now < self._next_sweep:
             return
         self._next_sweep = now + SWEEP_S
-        held = {p: e for p, e in self.own.fetching().items() if p not in self._unadopted}
+        held = self._adopted()
         if not held:
             return
         stranded = await self.pg.queued_partitions(held)
@@ -337,8 +348,7 @@ class Worker:
             self._commit_now.clear()
             try:
                 await self.take_up_shared()
-                if self.watching is not None:   # list edits, and watches of partitions lost
-                    await self.watching.sync(self.clock.now())
+                await self._sync_watches()   # list edits, and watches of partitions lost
             except StoreUnavailableError:
                 self.wstats.store_errors += 1
             await self.flush()
