@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from courtly.config import Config
 from courtly.core.watch import LEARN_CHECKS, Watch, WatchState
+from courtly.ports import StoreUnavailableError
 from courtly.runtime.cluster_monitor import ClusterWatches
 from courtly.runtime.monitor import Monitor
 from courtly.sim.watchpage import WatchPage
@@ -99,3 +102,35 @@ def test_a_partition_held_again_under_a_new_epoch_reloads_the_stored_state():
     held[0] = 2
     asyncio.run(port.sync(1.0))
     assert m.states[1].checks == 7
+
+
+def test_a_check_in_flight_when_its_partition_moves_is_due_again_once_it_is_held_again():
+    held = {0: 1}
+    m, port, _, _ = cluster(held)
+    asyncio.run(port.sync(0.0))
+    assert m.due(0.0) == ["http://a.test/p"]     # queued; the partition goes before it is answered
+    del held[0]
+    asyncio.run(port.sync(1.0))
+    held[0] = 2
+    asyncio.run(port.sync(2.0))
+    assert m.due(2.0) == ["http://a.test/p"]
+
+
+def test_an_event_the_store_could_not_take_is_written_at_the_next_commit():
+    page = WatchPage("/p", "real", (100.0,), 7)
+    m, port, store, _ = cluster({0: 1})
+    asyncio.run(port.sync(0.0))
+    for n in range(LEARN_CHECKS + 6):
+        for url in m.due(10.0 * n):
+            m.fetched(url, 200, page.html(10.0 * n, n), "text/html", 10.0 * n, 10.0 * n)
+    m.save()
+    working = store.record_change
+
+    async def down(ev, webhook):
+        raise ConnectionRefusedError("PostgreSQL is away")
+    store.record_change = down
+    with pytest.raises(StoreUnavailableError):
+        asyncio.run(port.write())
+    store.record_change = working
+    asyncio.run(port.write())
+    assert [ev.url for ev, _ in store.changes] == ["http://a.test/p"] and 1 in store.stored
