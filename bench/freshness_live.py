@@ -31,14 +31,19 @@ In the same run and on the same change instants:
   the real frontier and politeness) on the same pages, rates, budget, tier
   and period, measured over the same window: what the live crawl would get
   without discovery, sitemaps and feeds, the other URLs it keeps (print
-  variants, files, missing pages) and importance (every page weighs 1).
+  variants, files, missing pages) and importance (every page weighs 1);
+- real runtime in virtual time: the real `Crawler` with the live crawl's
+  config, seeds and duration on a virtual-time loop (sim/rtlive.py), whose
+  fetcher answers with the simulated web's own `route` (same pages, links,
+  robots.txt, sitemaps, feeds, ETags and 304s, change instants), measured
+  the same way over the same window: everything the live crawl does, less
+  the wall clock (CPU time, sockets, the server's real latency).
 Prints the figures and the ratios; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import math
 import random
@@ -59,6 +64,7 @@ from courtly.sim.change import change_times  # noqa: E402
 from courtly.sim.freshness import optimal_frequencies  # noqa: E402
 from courtly.sim.manifest import web_from_manifest  # noqa: E402
 from courtly.sim.reqlog import load_log  # noqa: E402
+from courtly.sim.rtlive import measured_freshness as _measured  # noqa: E402
 
 
 def main() -> int:
@@ -104,7 +110,7 @@ def main() -> int:
                 raise SystemExit(proc.stderr[-3000:])
             time.sleep(1.2)   # the server flushes its log every second
             log = load_log(web.log_file)
-        _figures(manifest, log, args)
+        _figures(manifest, log, args, config)
     finally:
         if args.keep:
             print(f"kept {tmp}")
@@ -113,7 +119,7 @@ def main() -> int:
     return 0
 
 
-def _figures(manifest: dict, log, args) -> None:
+def _figures(manifest: dict, log, args, config: Path) -> None:
     web = web_from_manifest(manifest)
     port, started = int(manifest["port"]), float(manifest["started_at"])
     pages = {}   # url -> (change key, rate)
@@ -154,6 +160,31 @@ def _figures(manifest: dict, log, args) -> None:
     sim, sim_per_s = _simulated(pages, args)
     print(f"simulator (courtly's scheduler in virtual time, same pages, rates, budget and window): {sim:.3f} "
           f"at {sim_per_s:.2f} fetches/s; live / simulated {courtly / sim:.3f}")
+    t = time.monotonic()
+    rt, rt_per_s = _runtime_simulated(web, port, pages, config, args)
+    print(f"real runtime in virtual time (same web, links, rates, config, budget and window; "
+          f"{time.monotonic() - t:.0f} s to run): {rt:.3f} at {rt_per_s:.2f} fetches/s; "
+          f"live / real-runtime simulation {courtly / rt:.3f}")
+    print(f"summary: live {courtly:.3f}  real-runtime sim {rt:.3f}  core-scheduler sim {sim:.3f}  "
+          f"uniform (rate used) {uniform_used:.3f}  optimum (full budget) {opt_full:.3f}  live / real-runtime sim "
+          f"{courtly / rt:.3f}")
+
+
+def _runtime_simulated(web, port: int, pages: dict, config: Path, args) -> tuple[float, float]:
+    """Plain freshness of the real runtime (sim/rtlive.py) crawling the same web in virtual time."""
+    from courtly.config import load_config
+    from courtly.sim.rtlive import crawl_virtual
+
+    cfg = load_config(config).replace("crawl", duration_s=args.duration_s)
+    log = crawl_virtual(web, cfg, web.seeds(port), port=port)
+    w0, w1 = args.warmup_s, args.duration_s
+    syncs: dict[str, list[float]] = {u: [] for u in pages}
+    for row in log:
+        if row.url in syncs and row.status in (200, 304):
+            syncs[row.url].append(row.t_s)
+    in_window = sum(w0 <= t <= w1 for times in syncs.values() for t in times)
+    changes = {u: change_times(key, rate, w1) for u, (key, rate) in pages.items()}
+    return _measured(syncs, changes, w0, w1), in_window / (w1 - w0)
 
 
 def _simulated(pages: dict, args) -> tuple[float, float]:
@@ -180,22 +211,6 @@ def _simulated(pages: dict, args) -> tuple[float, float]:
     fresh, _ = meter.close()
     in_window = sum(1 for row in log if args.warmup_s <= row[1] <= args.duration_s)
     return float(fresh.sum() / (n * (args.duration_s - args.warmup_s))), in_window / (args.duration_s - args.warmup_s)
-
-
-def _measured(syncs: dict[str, list[float]], changes: dict[str, list[float]], w0: float, w1: float) -> float:
-    """Time-averaged share of pages whose stored copy matched the live page over [w0, w1]."""
-    fresh = 0.0
-    for url, times in syncs.items():
-        ch = changes[url]
-        times = sorted(times)
-        for i, s in enumerate(times):
-            end = times[i + 1] if i + 1 < len(times) else w1
-            j = bisect.bisect_right(ch, s)
-            stale_at = ch[j] if j < len(ch) else math.inf
-            a, b = max(s, w0), min(end, stale_at, w1)
-            if b > a:
-                fresh += b - a
-    return fresh / (len(syncs) * (w1 - w0))
 
 
 def _uniform(pages: dict, per_s: float, w0: float, w1: float, rng: random.Random) -> dict[str, list[float]]:
