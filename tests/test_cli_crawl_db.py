@@ -60,7 +60,7 @@ def test_a_crawl_db_that_is_not_a_courtly_crawl_is_refused_in_one_line(tmp_path,
 def test_a_folder_made_by_courtly_watch_or_submit_is_courtlys_own(tmp_path):
     # `courtly watch add` and `courtly submit --consumer` may make crawl.db before any crawl
     from courtly.shell.store.consumers_sqlite import SqliteConsumerStore
-    from courtly.shell.store.sqlite import refuse_foreign
+    from courtly.shell.store.sqlite_folder import refuse_foreign
     from courtly.shell.store.watch_sqlite import SqliteWatchStore
 
     for name, make in (("watch", SqliteWatchStore), ("submit", SqliteConsumerStore)):

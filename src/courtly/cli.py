@@ -327,7 +327,7 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     status = _parse_status(args.status)
     if args.priority is not None and not args.consumer:
         raise UsageError("--priority goes with --consumer")
-    from courtly.shell.store.sqlite import refuse_foreign
+    from courtly.shell.store.sqlite_folder import refuse_foreign
 
     refuse_foreign(out / "crawl.db")   # before anything is made or said: one line, exit 2
     with crawl_folder(out):

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from courtly.core.purge import Purge
     from courtly.core.fingerprint import FirstCapture
 
-__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION", "refuse_foreign"]
+__all__ = ["SqliteStore", "Batch", "StoreError", "SCHEMA_VERSION"]
 
+from courtly.shell.store.sqlite_folder import StoreError, refuse_foreign  # noqa: E402  (StoreError re-exported)
 from courtly.ports import Batch  # noqa: E402  (re-exported: the store's unit of work)
 from courtly.ports import (  # noqa: E402  (the rows it reads back: NamedTuples, positional as before)
     ComplaintRow, DeadLetterRow, DigestRow, FlagRow, HistoryRow, PurgeRow, QueuedRow, RefusedRow, SimhashRow,
@@ -146,10 +147,6 @@ def _first_capture(url: str, at: float, record_id: str) -> FirstCapture:
     return FirstCapture(url, at, record_id)
 
 
-class StoreError(Exception):
-    """The crawl folder's database cannot be used (one-line message)."""
-
-
 def connect_wal(path: Path) -> sqlite3.Connection:
     """The crawl folder's database (made with its folder if missing), in WAL
     mode, autocommit, waiting up to 5 s for another writer."""
@@ -159,43 +156,6 @@ def connect_wal(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA busy_timeout=5000")
     return db
-
-
-# Tables a courtly crawl.db has, by columns that tell them from another
-# program's tables of the same name (a browser's history has `urls` and `meta`
-# too); one is enough, so folders of every schema shape are recognised.
-_OWN_COLUMNS = {"urls": {"url", "key", "state", "via", "depth"}, "meta": {"k", "v"},
-                "digests": {"digest", "url", "record_id"},
-                "watches": {"id", "url", "spec", "paused", "removed"},   # `courtly watch add` before a crawl
-                "consumer_submissions": {"consumer", "url", "priority", "intent"}}   # `courtly submit --consumer`
-
-
-def refuse_foreign(path: Path) -> None:
-    """Raise StoreError unless `path` is absent or a courtly crawl database:
-    an empty file (0 bytes) or someone else's SQLite database would otherwise
-    become a new crawl, written beside an older crawl's WARC files or into
-    another program's tables. Reads only."""
-    try:
-        size = path.stat().st_size
-    except OSError:   # absent, or under a file: opening it says what is wrong
-        return
-    if size == 0:
-        raise StoreError(f"{path} is empty (0 bytes), not a courtly crawl database: move it away, "
-                         "or use another --out")
-    try:
-        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)   # as_uri: %-escapes "?", "#"
-        try:
-            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            ours = any(wanted <= {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-                       for table, wanted in _OWN_COLUMNS.items())
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a courtly crawl database (not SQLite: {e}): move it away, "
-                         "or use another --out") from e
-    if tables and not ours:
-        raise StoreError(f"{path} is an SQLite database of another program (tables "
-                         f"{', '.join(sorted(tables)[:5])}), not a courtly crawl: use another --out")
 
 
 def connect_schema(path: Path, schema: str, what: str) -> sqlite3.Connection:
