@@ -9,7 +9,7 @@ import json
 import pytest
 
 from e2e.test_status_browser import (  # noqa: F401  (chromium: a fixture)
-    ARGS, check_figures_match_metrics, chromium, fetch_metrics, open_page, snapshots, wait_snapshots)
+    ARGS, WAIT_MS, check_figures_match_metrics, chromium, fetch_metrics, open_page, snapshots, wait_snapshots)
 from courtly.shell.status import StatusServer
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,11 @@ async def _scenario(cfg, out, seeds, chromium_path: str) -> tuple[dict, list[dic
             browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
             try:
                 page, errors = await open_page(browser, base)
-                await wait_snapshots(page, await snapshots(page) + 2)
+                # figures are still now only once the IP rate window has emptied
+                await page.wait_for_function(
+                    "() => document.querySelector('.tile[data-metric=courtly_ip_request_rate_max]')"
+                    ".dataset.value === '0'", timeout=WAIT_MS)
+                await wait_snapshots(page, await snapshots(page) + 1)
                 compared = await check_figures_match_metrics(page, base)
                 tiles = await page.evaluate("""() => [...document.querySelectorAll('.tile[data-metric]')]
                     .map(t => ({metric: t.dataset.metric, hidden: t.hidden, text: t.querySelector('.v').textContent}))""")

@@ -180,18 +180,29 @@ async def check_charts(page, charts: list[str]) -> None:
         assert ink > 500, f"{cid} is nearly blank ({ink} pixels)"
 
 
-async def check_figures_match_metrics(page, base: str) -> int:
-    """Every tile with a value equals its /metrics series; returns how many were compared."""
-    tiles = await page.evaluate(TILES_JS)
-    m = await fetch_metrics(base)
-    compared = 0
-    for t in tiles:
-        if t["value"] in ("", None):
-            continue
-        want = expected_value(m, t)
-        assert want is not None, f"{t['metric']} {t['labels']} is on the page but not in /metrics"
-        assert float(t["value"]) == pytest.approx(want, rel=1e-9, abs=1e-12), t
-        compared += 1
+async def check_figures_match_metrics(page, base: str, polls: int = 6) -> int:
+    """Every tile with a value equals its /metrics series; returns how many were compared.
+
+    The page shows the poll before the /metrics read, so a figure that moves with time alone
+    (a windowed rate decaying after the crawl) can differ between the two reads: on a mismatch
+    wait for the page's next poll and read both again, at most `polls` times."""
+    mismatched: list = []
+    for _ in range(polls):
+        tiles = await page.evaluate(TILES_JS)
+        m = await fetch_metrics(base)
+        compared, mismatched = 0, []
+        for t in tiles:
+            if t["value"] in ("", None):
+                continue
+            want = expected_value(m, t)
+            assert want is not None, f"{t['metric']} {t['labels']} is on the page but not in /metrics"
+            if float(t["value"]) != pytest.approx(want, rel=1e-9, abs=1e-12):
+                mismatched.append((t, want))
+            compared += 1
+        if not mismatched:
+            return compared
+        await wait_snapshots(page, await snapshots(page) + 1)
+    assert not mismatched, mismatched
     return compared
 
 
