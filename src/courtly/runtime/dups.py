@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from dataclasses import asdict, dataclass
 
 from courtly.core.fingerprint import from_signed64
 
@@ -33,19 +33,22 @@ __all__ = ["NearMember", "NearCluster", "ExactDup", "clusters", "dups", "FLAGS"]
 FLAGS = ("exact_dup", "near_dup", "rel_canonical")
 
 
-class NearMember(NamedTuple):
+@dataclass(frozen=True, slots=True, order=True)
+class NearMember:
     url: str
     distance: int | None          # Hamming distance of the SimHashes to the canonical page's
     rel_canonical: str | None     # what the page declared (None: nothing)
     agreed: bool | None           # its rel=canonical names the cluster's canonical page (None: none declared)
 
 
-class NearCluster(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class NearCluster:
     canonical: str
     members: tuple[NearMember, ...]
 
 
-class ExactDup(NamedTuple):
+@dataclass(frozen=True, slots=True, order=True)
+class ExactDup:
     url: str
     first_url: str                # the capture whose payload it repeats
 
@@ -88,9 +91,9 @@ def dups(out: Path, *, as_json: bool = False) -> str:
     near, exact = clusters(rows, prints)
     if as_json:
         return json.dumps({
-            "near_duplicates": [{"canonical": c.canonical, "members": [m._asdict() for m in c.members]}
+            "near_duplicates": [{"canonical": c.canonical, "members": [asdict(m) for m in c.members]}
                                 for c in near],
-            "exact_duplicates": [e._asdict() for e in exact],
+            "exact_duplicates": [asdict(e) for e in exact],
         }, indent=2)
     members = sum(len(c.members) for c in near)
     lines = [f"{len(near)} near-duplicate cluster(s) ({members} page(s) beside their canonical), "

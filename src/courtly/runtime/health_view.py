@@ -9,14 +9,16 @@ last one, and the next probe. Read-only, like the rest of runtime/report.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Mapping, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 __all__ = ["HostHealthRow", "unhealthy_hosts", "health_line", "health_lines"]
 
 UNHEALTHY = ("failing", "parked", "paused", "down")
 
 
-class HostHealthRow(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class HostHealthRow:
     key: str
     health: str
     since_at: float

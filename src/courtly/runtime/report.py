@@ -11,6 +11,7 @@ next commit (runtime/takedown.py). `export` reads only closed WARC files.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def explain(out: Path, url: str, *, as_json: bool = False) -> tuple[str, bool]:
     fix = _fix(out, rec) if rec and rec["state"] in ("skipped", "failed") and rec["reason"] else ""
     if as_json:
         return json.dumps({**{k: v for k, v in d.items() if k != "found"}, "fix": fix,
-                           "host_health": [r._asdict() for r in host]},
+                           "host_health": [asdict(r) for r in host]},
                           indent=2, default=str), d["found"]
     norm, note, fetches, chain = d["normalized"], d["note"], d["fetches"], d["via_chain"]
     children = d["links_sample"]
@@ -151,7 +152,7 @@ def stats(out: Path, *, as_json: bool = False) -> str:
         unhealthy = unhealthy_hosts(store.hosts())
     finally:
         store.close()
-    c["hosts_unhealthy"] = [r._asdict() for r in unhealthy]
+    c["hosts_unhealthy"] = [asdict(r) for r in unhealthy]
     c["trap_suspects_open"] = _open_suspects(out)
     warcs = sorted((out / "warc").glob("*.warc.gz")) if (out / "warc").exists() else []
     c["warc_files"] = len(warcs)
@@ -257,7 +258,7 @@ def daily_report(out: Path, *, as_json: bool = False) -> str:
     data = {"tiers": tiers, "periods": periods, "fetches": fetch_rows, "throttled_hosts": [k for k, _ in throttled],
             "not_fetched": counts["reasons"], "abuse_complaints_open": complaints,
             "rendering": _rendering(counts["flags"]), "monitor": monitor_rows,
-            "hosts_unhealthy": [r._asdict() for r in unhealthy]}
+            "hosts_unhealthy": [asdict(r) for r in unhealthy]}
     if as_json:
         return json.dumps(data, indent=2)
     lines = ["fetches by day and reason"]
