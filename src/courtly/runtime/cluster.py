@@ -120,7 +120,7 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
         await store.close()
         raise
     resolver, fetcher, extractor = build_network(cfg, send_gate=True)
-    warc = watches = None
+    warc = watches = deliveries = None
     servers: list = []
     try:
         # every WARC file of a region carries its residency tag (name, warcinfo, each record)
@@ -133,9 +133,10 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
             from courtly.shell.store.watch_postgres import PostgresWatchStore
 
             watches = await PostgresWatchStore.open(dsn)
+            sender = _webhook_sender(cfg, watches, worker_id, lambda: worker.watching.tenure())
         worker = Worker(cfg, clock=SystemClock(), resolver=resolver, fetcher=fetcher, warc=warc,
                         store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done,
-                        watches=watches)
+                        watches=watches, change_sinks=[sender] if watches is not None else [])
         with stop_on_signals(worker.stop, install_signals):
             try:
                 await worker.prepare()
@@ -148,11 +149,16 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
                 servers.append(status_server(worker.engine, status, out=local,
                                              extra=lambda: worker_figures(worker)))
                 await start_servers(servers)()
+            if watches is not None:     # the held watches' webhooks (shell/webhook_cluster)
+                deliveries = asyncio.create_task(sender.run())
             stats = await worker.run()
             if worker.fatal is not None:
                 raise worker.fatal
             return worker, stats
     finally:
+        if deliveries is not None:
+            deliveries.cancel()
+            await asyncio.gather(deliveries, return_exceptions=True)
         for server in servers:
             await server.stop()
         await fetcher.close()
@@ -162,6 +168,17 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
         if watches is not None:
             await watches.close()
         await store.close()
+
+
+def _webhook_sender(cfg: Config, watches, worker_id: str, tenure):  # type: ignore[no-untyped-def]
+    """The worker's webhook deliverer, with the single machine's settings (`[monitor]`)."""
+    from courtly.shell.webhook import Retries
+    from courtly.shell.webhook_cluster import ClusterWebhookSender
+
+    m = cfg.monitor
+    return ClusterWebhookSender(SystemClock(), watches, worker_id, tenure,
+                                retries=Retries(m.webhook_attempts_max, m.webhook_backoff_s, m.webhook_backoff_s_max),
+                                timeout_s=m.webhook_timeout_s, secret=m.webhook_secret)
 
 
 async def same_rules(store, cfg: Config) -> None:

@@ -40,7 +40,7 @@ from courtly.shell.store.pg_schema import NOW_SQL, migrate
 from courtly.shell.store.postgres import StaleEpoch
 from courtly.shell.store.sqlite import StoreError
 from courtly.shell.store.watch_sqlite import (
-    CHANGES_LIMIT_MAX, DELIVERY_STATES, WATCHES_MAX, ChangeRow, Delivery, change_row, watch_of, with_id,
+    CHANGES_LIMIT_MAX, DELIVERY_STATES, WATCHES_MAX, ChangeRow, Delivery, change_row, watch_of, watch_rows, with_id,
 )
 
 __all__ = ["PostgresWatchStore", "CLAIM_MAX"]
@@ -162,6 +162,14 @@ class PostgresWatchStore:
     async def watches(self) -> list[Watch]:
         rows = await self._fetch("SELECT spec::text, paused FROM watches WHERE NOT removed ORDER BY id")
         return [watch_of(tuple(r)) for r in rows]
+
+    async def rows(self) -> list[dict]:
+        """Each live watch with its state, as SqliteWatchStore.rows."""
+        return watch_rows(await self.watches(), await self.states())
+
+    async def change(self, seq: int) -> ChangeRow | None:
+        rows = await self._fetch(f"SELECT {_CHANGE_COLS} FROM changes WHERE seq = $1", seq)
+        return change_row(tuple(rows[0])) if rows else None
 
     async def states(self) -> dict[int, WatchState]:
         rows = await self._fetch("SELECT id, state::text FROM watch_state")
