@@ -146,7 +146,7 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
                 on_start(worker)
             if status is not None:
                 local = None if "://" in out else Path(out)
-                servers.append(status_server(worker.engine, status, out=local,
+                servers.append(status_server(worker.engine, status, out=local, watch_api=_watch_api(cfg, watches),
                                              extra=lambda: worker_figures(worker)))
                 await start_servers(servers)()
             if watches is not None:     # the held watches' webhooks (shell/webhook_cluster)
@@ -179,6 +179,15 @@ def _webhook_sender(cfg: Config, watches, worker_id: str, tenure):  # type: igno
     return ClusterWebhookSender(SystemClock(), watches, worker_id, tenure,
                                 retries=Retries(m.webhook_attempts_max, m.webhook_backoff_s, m.webhook_backoff_s_max),
                                 timeout_s=m.webhook_timeout_s, secret=m.webhook_secret)
+
+
+def _watch_api(cfg: Config, watches):  # type: ignore[no-untyped-def]
+    """A monitor worker's status server serves the cluster's watch list API and feeds (shell/watch_api)."""
+    if watches is None:
+        return None
+    from courtly.shell.watch_api import WatchApi
+
+    return WatchApi(watches, cfg.monitor.api_token, SystemClock().now)
 
 
 async def same_rules(store, cfg: Config) -> None:

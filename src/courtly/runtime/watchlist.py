@@ -144,8 +144,8 @@ async def _run_db(args: argparse.Namespace, usage_error: type[Exception], now: f
             print(json.dumps(rows, indent=2) if args.json else _render_changes(rows) or "no dead letters")
         elif cmd == "feed":
             rows = await store.changes(limit=100, watch_id=args.id)
-            print(_feed(rows, watch_id=args.id, feed_id=f"urn:courtly:{_safe_dsn(args.db)}", self_url=_safe_dsn(args.db),
-                        now=now).decode())
+            name = _db_name(args.db)
+            print(_feed(rows, watch_id=args.id, feed_id=name, self_url=name, now=now).decode())
     finally:
         await store.close()
     return 0
@@ -181,11 +181,12 @@ def _feed(rows, *, watch_id: int | None, feed_id: str, self_url: str, now: float
     return atom_feed(rows, feed_id=feed_id, title=title, self_url=self_url, updated_at=now)
 
 
-def _safe_dsn(dsn: str) -> str:
-    """The DSN without its password (it names the feed)."""
-    from courtly.runtime.cluster import _safe
+def _db_name(dsn: str) -> str:
+    """The feed's id for a --db crawl: its server and database, never a password."""
+    from urllib.parse import urlsplit
 
-    return _safe(dsn)
+    u = urlsplit(dsn)
+    return f"urn:courtly:{u.hostname or 'localhost'}:{u.port or 5432}{u.path}"
 
 
 def _changes_text(rows, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]

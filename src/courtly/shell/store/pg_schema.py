@@ -29,8 +29,10 @@ Versions:
   6. the cluster monitor's webhook deliveries (issue 16): `changes.not_before`
      (next attempt), `claimed_by` / `claimed_until` (the worker sending it, on
      the database clock), an event recorded once per (watch, detected_at),
-     and an index of the pending events per watch. Additive only (IF NOT
-     EXISTS): renumbering is safe.
+     an index of the pending events per watch, and `changes.event` as `json`
+     (its text as written: a webhook body and a changes.jsonl line read back
+     from the cluster are the single machine's, key order included).
+     Additive or idempotent: renumbering is safe.
 """
 
 from __future__ import annotations
@@ -252,6 +254,7 @@ ALTER TABLE changes ADD COLUMN IF NOT EXISTS claimed_by text NOT NULL DEFAULT ''
 ALTER TABLE changes ADD COLUMN IF NOT EXISTS claimed_until double precision NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX IF NOT EXISTS changes_once ON changes (watch_id, detected_at);
 CREATE INDEX IF NOT EXISTS changes_pending ON changes (watch_id, seq) WHERE delivery = 'pending';
+ALTER TABLE changes ALTER COLUMN event TYPE json USING event::json;
 """
 
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),

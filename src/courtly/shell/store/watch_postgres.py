@@ -78,7 +78,7 @@ async def _insert_change(conn, ev: ChangeEvent, webhook: str) -> int:  # type: i
     """One event, once per (watch, detected_at): its sequence number."""
     seq = await conn.fetchval(
         "INSERT INTO changes (watch_id, url, detected_at, event, before, after, webhook, delivery) "
-        "VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6::jsonb, $7, $8) "
+        "VALUES ($1, $2, $3, $4::json, $5::jsonb, $6::jsonb, $7, $8) "
         "ON CONFLICT (watch_id, detected_at) DO NOTHING RETURNING seq",
         ev.watch_id, ev.url, ev.detected_at, json.dumps(ev.to_json()), json.dumps(list(ev.before)),
         json.dumps(list(ev.after)), webhook, Delivery.PENDING if webhook else Delivery.NONE)
