@@ -101,7 +101,10 @@ def monitored(postgres, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dmonitor")
     receiver = Receiver()
     with simweb_process(tmp / "sim", SIM_ARGS) as web:
-        c = Cluster(postgres.create_database(), web, tmp, write_dist_config(tmp / "dist.toml"), str(tmp / "out"))
+        config = write_dist_config(tmp / "dist.toml")
+        # a loaded machine may answer slowly: a POST timing out would be sent again (at least once)
+        config.write_text(config.read_text() + "\n[monitor]\nwebhook_timeout_s = 120.0\n")
+        c = Cluster(postgres.create_database(), web, tmp, config, str(tmp / "out"))
         try:
             c.submit(partitions=2)
             kinds = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 
 import pytest
 
@@ -93,3 +94,15 @@ def test_a_bug_in_the_store_is_not_taken_for_it_being_away():
     store.claim_deliveries = broken
     with pytest.raises(KeyError):
         asyncio.run(sender(store, [204], []).round())
+
+
+def test_a_retrys_wait_is_the_doubled_backoff_times_a_seeded_jitter_and_a_delivery_waits_nothing():
+    def waits(seed):
+        r = Retries(attempts_max=9, backoff_s=1.0, backoff_s_max=10.0, jitter=0.1, rng=random.Random(seed))
+        return [r.judge(500, "", a).retry_in_s for a in range(1, 7)]
+
+    first = waits("w1")
+    for base, wait in zip((1, 2, 4, 8, 10, 10), first):
+        assert base <= wait < base * 1.1
+    assert first == waits("w1") and first != waits("w2")     # reproducible, and two workers not in step
+    assert Retries(jitter=0.1).judge(204, "", 1).retry_in_s == 0.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import time
 from collections import Counter
@@ -151,6 +152,7 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
                 await start_servers(servers)()
             if watches is not None:     # the held watches' webhooks (shell/webhook_cluster)
                 deliveries = asyncio.create_task(sender.run())
+                deliveries.add_done_callback(lambda t: _ended_loudly(t, worker))
             stats = await worker.run()
             if worker.fatal is not None:
                 raise worker.fatal
@@ -177,8 +179,15 @@ def _webhook_sender(cfg: Config, watches, worker_id: str, tenure):  # type: igno
 
     m = cfg.monitor
     return ClusterWebhookSender(SystemClock(), watches, worker_id, tenure,
-                                retries=Retries(m.webhook_attempts_max, m.webhook_backoff_s, m.webhook_backoff_s_max),
+                                retries=Retries(m.webhook_attempts_max, m.webhook_backoff_s, m.webhook_backoff_s_max,
+                                                m.webhook_backoff_jitter, random.Random(worker_id)),
                                 timeout_s=m.webhook_timeout_s, secret=m.webhook_secret)
+
+
+def _ended_loudly(task: asyncio.Task, worker: Worker) -> None:
+    """The delivery loop ended by itself: a bug; the worker stops with it."""
+    if not task.cancelled() and task.exception() is not None:
+        worker.engine.fail(task.exception())
 
 
 def _watch_api(cfg: Config, watches):  # type: ignore[no-untyped-def]

@@ -10,9 +10,10 @@ How it works: events wait in a heap keyed on their next attempt. One
 delivery is made at a time (a receiver sees its events in order); a 2xx
 answer delivers; anything else (another status, a refused connection, a
 timeout) is retried after `backoff_s` x 2^(attempt-1), at most
-`backoff_s_max`, until `attempts_max` attempts; then the event is a dead
-letter with its last error. Every wait is on the injected clock. Pending
-deliveries are in the store, so a restart resumes them (`load_pending`).
+`backoff_s_max`, times a seeded jitter in [1, 1 + jitter) (`Retries`), until
+`attempts_max` attempts; then the event is a dead letter with its last
+error. Every wait is on the injected clock. Pending deliveries are in the
+store, so a restart resumes them (`load_pending`).
 
 With `monitor.webhook_secret` set, each POST carries `X-Courtly-Signature:
 sha256=<hex HMAC-SHA256 of the body>`, so a receiver can tell courtly's
@@ -32,7 +33,8 @@ import heapq
 import hmac
 import json
 import logging
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, NamedTuple
 
@@ -66,12 +68,16 @@ class Verdict(NamedTuple):
 class Retries:
     """The delivery rule of every webhook, one machine's or a cluster's
     (shell/webhook_cluster): a 2xx answer delivers; anything else is retried
-    after backoff_s x 2^(attempt-1), at most backoff_s_max, until attempts_max
-    attempts; then the event is a dead letter."""
+    after backoff_s x 2^(attempt-1), at most backoff_s_max, times a jitter
+    drawn in [1, 1 + jitter) from the seeded `rng` (so the retries of many
+    events, or of many workers, to one receiver do not come in step), until
+    attempts_max attempts; then the event is a dead letter."""
 
     attempts_max: int = 5
     backoff_s: float = 1.0
     backoff_s_max: float = 300.0
+    jitter: float = 0.0
+    rng: random.Random = field(default_factory=lambda: random.Random(0), compare=False)
 
     def judge(self, status: int, error: str, attempt: int) -> Verdict:
         if 200 <= status < 300:
@@ -79,7 +85,8 @@ class Retries:
         error = error or f"status {status}"
         if attempt >= self.attempts_max:
             return Verdict(Delivery.DEAD, error, 0.0)
-        return Verdict(Delivery.PENDING, error, min(self.backoff_s_max, self.backoff_s * 2 ** (attempt - 1)))
+        wait = min(self.backoff_s_max, self.backoff_s * 2 ** (attempt - 1))
+        return Verdict(Delivery.PENDING, error, wait * (1 + self.jitter * self.rng.random()) if self.jitter else wait)
 
 
 def event_body(seq: int, event: dict) -> bytes:
@@ -141,11 +148,12 @@ async def aiohttp_post(url: str, body: bytes, timeout_s: float, headers: dict[st
 class WebhookSender:
     def __init__(self, clock, store, *, attempts_max: int = 5, backoff_s: float = 1.0,
                  backoff_s_max: float = 300.0, timeout_s: float = 10.0, queue_max: int = 10_000,
-                 post: Post = aiohttp_post, secret: str = "") -> None:
+                 post: Post = aiohttp_post, secret: str = "", jitter: float = 0.0,
+                 rng: random.Random | None = None) -> None:
         assert attempts_max >= 1 and backoff_s > 0 and queue_max >= 1
         self.clock = clock
         self.store = store
-        self.retries = Retries(attempts_max, backoff_s, backoff_s_max)
+        self.retries = Retries(attempts_max, backoff_s, backoff_s_max, jitter, rng or random.Random(0))
         self.timeout_s = timeout_s
         self.queue_max = queue_max
         self.post = post
