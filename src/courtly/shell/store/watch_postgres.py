@@ -46,11 +46,19 @@ from courtly.shell.store.watch_sqlite import (
 __all__ = ["PostgresWatchStore", "CLAIM_MAX"]
 
 CLAIM_MAX = 1000           # events one claim may take
+DUE_SCAN_MAX = 10_000      # watches with a due delivery one claim looks at
 
 _CHANGE_COLS = "seq, watch_id, url, detected_at, event::text, before::text, after::text, webhook, delivery, " \
                "attempts, last_error"
 
 _SAVE_STATE = "INSERT INTO watch_state VALUES ($1, $2::jsonb) ON CONFLICT (id) DO UPDATE SET state = excluded.state"
+
+# the database clock read once per statement (an initplan), not once per row
+_NOW_ONCE = f"(SELECT {NOW_SQL})"
+
+_DUE_WATCHES = f"""
+SELECT DISTINCT watch_id FROM changes
+ WHERE delivery = 'pending' AND not_before <= {_NOW_ONCE} AND claimed_until <= {_NOW_ONCE} LIMIT $1"""
 
 # the due head of each held watch's pending deliveries: held = its partition at the
 # caller's epoch; due = not_before passed and no live claim (re-checked on the
@@ -58,14 +66,15 @@ _SAVE_STATE = "INSERT INTO watch_state VALUES ($1, $2::jsonb) ON CONFLICT (id) D
 _CLAIM = f"""
 WITH t AS (
     SELECT * FROM unnest($1::bigint[], $2::int[], $3::int8[]) AS t(watch_id, part, epoch)
-), held AS (
+), held AS MATERIALIZED (
     SELECT t.watch_id FROM t JOIN partitions p ON p.id = t.part AND p.epoch = t.epoch
-), heads AS (
-    SELECT min(seq) AS seq FROM changes WHERE delivery = 'pending' AND watch_id IN (SELECT watch_id FROM held)
+), heads AS MATERIALIZED (   -- once, not once per pending row
+    SELECT min(seq) AS seq FROM changes
+     WHERE delivery = 'pending' AND watch_id = ANY((SELECT array_agg(watch_id) FROM held)::bigint[])
      GROUP BY watch_id
-), due AS (
-    SELECT c.seq FROM changes c JOIN heads h ON h.seq = c.seq
-     WHERE c.delivery = 'pending' AND c.not_before <= {NOW_SQL} AND c.claimed_until <= {NOW_SQL}
+), due AS (   -- by primary key (= ANY of one array): no join the planner could loop over
+    SELECT c.seq FROM changes c WHERE c.seq = ANY((SELECT array_agg(seq) FROM heads)::bigint[])
+       AND c.delivery = 'pending' AND c.not_before <= {_NOW_ONCE} AND c.claimed_until <= {_NOW_ONCE}
      ORDER BY c.seq LIMIT $6 FOR UPDATE OF c SKIP LOCKED
 ), up AS (
     UPDATE changes c SET claimed_by = $4, claimed_until = {NOW_SQL} + $5 FROM due WHERE c.seq = due.seq
@@ -218,7 +227,12 @@ class PostgresWatchStore:
         pending deliveries (see the module doc); oldest first."""
         if not tenure:
             return []
-        items = sorted(tenure.items())
+        # the watches with a due delivery first (a small set, index changes_pending), so
+        # the claim's arrays are those of them held here, not the whole list held
+        due = await self._fetch(_DUE_WATCHES, DUE_SCAN_MAX)
+        items = sorted((r[0], tenure[r[0]]) for r in due if r[0] in tenure)
+        if not items:
+            return []
         rows = await self._fetch(_CLAIM, [i for i, _ in items], [p for _, (p, _) in items],
                                  [e for _, (_, e) in items], worker_id, hold_s, max(1, min(limit, CLAIM_MAX)))
         return [change_row(tuple(r)) for r in rows]
