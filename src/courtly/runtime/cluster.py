@@ -3,7 +3,10 @@
     run_worker(cfg, dsn, out)   a Worker on PostgresStore, the same fetcher,
                                 resolver, extraction pool and WARC writer as
                                 `courtly crawl` (WARC into a folder or an
-                                fsspec URL, names carrying the worker id)
+                                fsspec URL, names carrying the worker id);
+                                intent monitor: the watch list, its webhook
+                                deliverer (shell/webhook_cluster) and, with
+                                --status, its HTTP API (shell/watch_api)
     submit(dsn, seeds, P)       create the crawl (P partitions, fixed; with
                                 `regions`, each region's range, storage and
                                 configured homes) and route the seeds like
