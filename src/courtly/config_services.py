@@ -18,6 +18,7 @@ class MonitorSection:
     webhook_attempts_max: int = 5        # then the event is a dead letter
     webhook_backoff_s: float = 1.0       # first retry after this, doubling
     webhook_backoff_s_max: float = 300.0
+    webhook_backoff_jitter: float = 0.1  # each retry's wait is x U[1, 1 + jitter): receivers are not hit in step
     webhook_timeout_s: float = 10.0      # per attempt
     api_token: str = ""                  # Bearer token for the status server's watch API writes ("" = no writes)
     webhook_secret: str = ""             # signs each webhook body (X-Courtly-Signature: sha256=HMAC); "" = unsigned
@@ -26,6 +27,7 @@ class MonitorSection:
         _positive("monitor.webhook_attempts_max", self.webhook_attempts_max)
         _positive("monitor.webhook_backoff_s", self.webhook_backoff_s)
         _positive("monitor.webhook_backoff_s_max", self.webhook_backoff_s_max)
+        _non_negative("monitor.webhook_backoff_jitter", self.webhook_backoff_jitter)
         _positive("monitor.webhook_timeout_s", self.webhook_timeout_s)
 
 

@@ -5,13 +5,14 @@ two `courtly worker --intent monitor` processes check the watches of the
 partitions each holds, through their frontiers (two partitions: the four hosts
 fall two in each, so each worker, once the leases are balanced, holds the
 watches of two hosts; the first one holds all of them until then). They run
-until the database holds a change event of a real-change page and both
-workers have checked watches (then SIGTERM), bounded by
---duration-s: a loaded machine takes longer, it does not fail the test.
-Judged from the server's request log (politeness per key and per IP across
-the cluster, conditional checks) and the `changes` table (no event on a
-noise-only page, each real change recorded once, `courtly watch changes --db`
-shows them).
+until the database holds a change event of a real-change page delivered to
+its webhook (a receiver on loopback) and both workers have checked watches
+(then SIGTERM), bounded by --duration-s: a loaded machine takes longer, it
+does not fail the test. Judged from the server's request log (politeness per
+key and per IP across the cluster, conditional checks), the `changes` table
+(no event on a noise-only page, each real change recorded once, `courtly
+watch changes --db` shows them) and the receiver's log (each delivered event
+POSTed once, in order per watch, never a noise page's).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -49,6 +52,40 @@ def _real_change_recorded(dsn: str) -> bool:
     return bool(db_rows(dsn, "SELECT 1 FROM changes WHERE url LIKE '%/watch/real/%' LIMIT 1"))
 
 
+def _real_change_delivered(dsn: str) -> bool:
+    return bool(db_rows(dsn, "SELECT 1 FROM changes WHERE url LIKE '%/watch/real/%' AND delivery = 'delivered' LIMIT 1"))
+
+
+class Receiver:
+    """A webhook receiver on loopback: every POST's path and JSON body, in arrival order."""
+
+    def __init__(self) -> None:
+        got = self.got = []
+        lock = self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    got.append((self.path, json.loads(body)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def _checked_by_both(web) -> bool:
     try:
         agents = {r.agent for r in load_log(web.log_file) if r.path.startswith("/watch/")}
@@ -62,8 +99,12 @@ def monitored(postgres, tmp_path_factory):
     from courtly.runtime.demo import simweb_process
 
     tmp = tmp_path_factory.mktemp("dmonitor")
+    receiver = Receiver()
     with simweb_process(tmp / "sim", SIM_ARGS) as web:
-        c = Cluster(postgres.create_database(), web, tmp, write_dist_config(tmp / "dist.toml"), str(tmp / "out"))
+        config = write_dist_config(tmp / "dist.toml")
+        # a loaded machine may answer slowly: a POST timing out would be sent again (at least once)
+        config.write_text(config.read_text() + "\n[monitor]\nwebhook_timeout_s = 120.0\n")
+        c = Cluster(postgres.create_database(), web, tmp, config, str(tmp / "out"))
         try:
             c.submit(partitions=2)
             kinds = {}
@@ -71,12 +112,13 @@ def monitored(postgres, tmp_path_factory):
                 for kind in ("real", "noise"):
                     url = f"{seed_url}watch/{kind}/0"
                     kinds[url] = kind
-                    add = _courtly("watch", "add", url, "--db", c.dsn, "--every", "1")
+                    add = _courtly("watch", "add", url, "--db", c.dsn, "--every", "1",
+                                   "--webhook", receiver.url(f"/hook/{kind}/{len(kinds)}"))
                     assert add.returncode == 0, add.stderr
             for w in WORKERS:
                 c.start(w, "--intent", "monitor", "--duration-s", str(MONITOR_S_MAX), exit_when_done=False)
             deadline = time.monotonic() + MONITOR_S_MAX + 30
-            while time.monotonic() < deadline and not (_real_change_recorded(c.dsn) and _checked_by_both(web)):
+            while time.monotonic() < deadline and not (_real_change_delivered(c.dsn) and _checked_by_both(web)):
                 if any(p.poll() is not None for p in c.procs.values()):
                     break       # ended early: the assertions below say what was missing
                 time.sleep(0.5)
@@ -86,9 +128,12 @@ def monitored(postgres, tmp_path_factory):
             codes = c.wait(timeout=120)
             assert codes == {w: 0 for w in WORKERS}, {w: c.tail(w) for w in WORKERS}
             time.sleep(1.2)   # the server flushes its log every second
-            yield {"cluster": c, "web": web, "kinds": kinds, "requests": load_log(web.log_file)}
+            with receiver.lock:
+                posted = list(receiver.got)
+            yield {"cluster": c, "web": web, "kinds": kinds, "requests": load_log(web.log_file), "posted": posted}
         finally:
             c.stop_all()
+            receiver.close()
 
 
 def test_a_real_change_is_recorded_once_in_the_database_and_noise_never(monitored):
@@ -120,3 +165,17 @@ def test_monitoring_on_a_cluster_stays_polite_per_key_and_per_ip(monitored):
     report = check_log(web.log_file, web.manifest_file, delay_s_min=DELAY_S, crawl_delay_s_max=CRAWL_DELAY_S_MAX,
                        duplicate_fetches_max=10**9)
     assert report.ok, report.render()
+
+
+def test_each_delivered_change_reaches_its_webhook_once_in_order_per_watch_and_noise_never(monitored):
+    c, posted = monitored["cluster"], monitored["posted"]
+    rows = db_rows(c.dsn, "SELECT seq, watch_id, url, delivery, attempts FROM changes ORDER BY seq")
+    delivered = [r for r in rows if r["delivery"] == "delivered"]
+    assert [r for r in delivered if "/watch/real/" in r["url"]], "stopped once a real change was delivered"
+    assert sorted(b["seq"] for _, b in posted) == [r["seq"] for r in delivered]     # each once, only those
+    assert all(path.startswith("/hook/real/") for path, _ in posted) and all(r["attempts"] == 1 for r in delivered)
+    by_watch: dict[int, list[int]] = {}
+    for _, b in posted:
+        by_watch.setdefault(b["watch"], []).append(b["seq"])
+    assert all(seqs == sorted(seqs) for seqs in by_watch.values()), by_watch
+    assert all(r["delivery"] in ("delivered", "pending") for r in rows), rows   # stopped mid-way: pending, kept

@@ -1,6 +1,7 @@
 """runtime/cluster_monitor: a worker checks only the watches of the partitions it
 holds, starts from what their last owner learned, and writes states and change
-events only while it still holds their partition under the same epoch."""
+events only while it still holds their partition under the same epoch, in
+one write the store refuses whole when an epoch moved on."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from courtly.config import Config
 from courtly.core.watch import LEARN_CHECKS, Watch, WatchState
-from courtly.ports import StoreUnavailableError
+from courtly.ports import StaleEpochError, StoreUnavailableError
 from courtly.runtime.cluster_monitor import ClusterWatches
 from courtly.runtime.monitor import Monitor
 from courtly.sim.watchpage import WatchPage
@@ -18,13 +19,22 @@ from courtly.sim.watchpage import WatchPage
 PART = {"a.test": 0, "b.test": 1, "c.test": 2, "d.test": 3}
 
 
-class FakeAsyncWatches:
-    """PostgresWatchStore's methods the worker uses, in memory."""
+class Stale(StaleEpochError):
+    def __init__(self, partitions):
+        self.partitions = frozenset(partitions)
+        super().__init__(f"stale epoch for {sorted(partitions)}")
 
-    def __init__(self, watches, states=None):
+
+class FakeAsyncWatches:
+    """PostgresWatchStore's methods the worker uses, in memory; `epochs` is
+    the database's view of each partition's epoch (write_checks is fenced on it)."""
+
+    def __init__(self, watches, states=None, epochs=None):
         self.list, self.v = list(watches), 1
         self.stored = dict(states or {})
         self.changes: list = []
+        self.epochs = epochs
+        self.writes = 0
 
     async def version(self):
         return self.v
@@ -35,21 +45,24 @@ class FakeAsyncWatches:
     async def states(self):
         return dict(self.stored)
 
-    async def save_states(self, states):
+    async def write_checks(self, states, events, tenure):
+        self.writes += 1
+        stale = {p for p, e in tenure.values() if self.epochs.get(p) != e}
+        if stale:
+            raise Stale(stale)
         self.stored.update(states)
-
-    async def record_change(self, ev, webhook):
-        self.changes.append((ev, webhook))
-        return len(self.changes)
+        self.changes.extend(events)
+        return list(range(len(self.changes) - len(events) + 1, len(self.changes) + 1))
 
 
 def part_of_url(url: str) -> int:
     return PART[url.split("//", 1)[1].split("/", 1)[0]]
 
 
-def cluster(held: dict[int, int], states=None):
+def cluster(held: dict[int, int], states=None, epochs=None):
+    """`epochs`: the database's epochs when they differ from what the worker believes it holds."""
     watches = [Watch(f"http://{h}/p", every_s=10, id=i + 1) for i, h in enumerate(PART)]
-    store = FakeAsyncWatches(watches, states)
+    store = FakeAsyncWatches(watches, states, held if epochs is None else epochs)
     m = Monitor(Config().replace("crawl", intent="monitor"))
     known: list[str] = []
     port = ClusterWatches(store, m, held=lambda: held, part_of_url=part_of_url, know=known.append)
@@ -124,13 +137,49 @@ def test_an_event_the_store_could_not_take_is_written_at_the_next_commit():
         for url in m.due(10.0 * n):
             m.fetched(url, 200, page.html(10.0 * n, n), "text/html", 10.0 * n, 10.0 * n)
     m.save()
-    working = store.record_change
+    working = store.write_checks
 
-    async def down(ev, webhook):
+    async def down(states, events, tenure):
         raise ConnectionRefusedError("PostgreSQL is away")
-    store.record_change = down
+    store.write_checks = down
     with pytest.raises(StoreUnavailableError):
         asyncio.run(port.write())
-    store.record_change = working
+    store.write_checks = working
     asyncio.run(port.write())
     assert [ev.url for ev, _ in store.changes] == ["http://a.test/p"] and 1 in store.stored
+
+
+def _judge_a_change_on_every_watch(m, port):
+    page = WatchPage("/p", "real", (100.0,), 7)
+    asyncio.run(port.sync(0.0))
+    for n in range(LEARN_CHECKS + 6):
+        for url in sorted(m.due(10.0 * n)):
+            m.fetched(url, 200, page.html(10.0 * n, n), "text/html", 10.0 * n, 10.0 * n)
+    m.save()
+
+
+def test_a_writer_stalled_past_its_lease_has_its_partitions_write_refused_and_the_rest_written_once():
+    held = {0: 1, 1: 1}
+    m, port, store, _ = cluster(held, epochs={0: 2, 1: 1})   # partition 0 taken over at epoch 2 meanwhile
+    _judge_a_change_on_every_watch(m, port)
+    asyncio.run(port.write())
+    assert [ev.url for ev, _ in store.changes] == ["http://b.test/p"] and set(store.stored) == {2}
+    assert store.writes == 2 and port.recorded == 1 and port.fenced == 2    # a's event and state
+    asyncio.run(port.write())                                              # nothing left to write again
+    assert [ev.url for ev, _ in store.changes] == ["http://b.test/p"] and store.writes == 2
+
+
+def test_states_and_events_of_one_commit_go_in_one_write():
+    m, port, store, _ = cluster({0: 1, 1: 5})
+    _judge_a_change_on_every_watch(m, port)
+    asyncio.run(port.write())
+    assert store.writes == 1 and sorted(ev.url for ev, _ in store.changes) == ["http://a.test/p", "http://b.test/p"]
+
+
+def test_tenure_names_the_watches_held_here_with_the_partition_and_epoch_they_are_held_under():
+    held = {0: 3, 2: 1}
+    _, port, _, _ = cluster(held)
+    asyncio.run(port.sync(0.0))
+    assert port.tenure() == {1: (0, 3), 3: (2, 1)}
+    held[0] = 4                        # lost and taken again: the old tenure is not ours any more
+    assert port.tenure() == {3: (2, 1)}

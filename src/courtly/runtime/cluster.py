@@ -3,7 +3,10 @@
     run_worker(cfg, dsn, out)   a Worker on PostgresStore, the same fetcher,
                                 resolver, extraction pool and WARC writer as
                                 `courtly crawl` (WARC into a folder or an
-                                fsspec URL, names carrying the worker id)
+                                fsspec URL, names carrying the worker id);
+                                intent monitor: the watch list, its webhook
+                                deliverer (shell/webhook_cluster) and, with
+                                --status, its HTTP API (shell/watch_api)
     submit(dsn, seeds, P)       create the crawl (P partitions, fixed; with
                                 `regions`, each region's range, storage and
                                 configured homes) and route the seeds like
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import time
 from collections import Counter
@@ -120,7 +124,7 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
         await store.close()
         raise
     resolver, fetcher, extractor = build_network(cfg, send_gate=True)
-    warc = watches = None
+    warc = watches = deliveries = None
     servers: list = []
     try:
         # every WARC file of a region carries its residency tag (name, warcinfo, each record)
@@ -133,9 +137,10 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
             from courtly.shell.store.watch_postgres import PostgresWatchStore
 
             watches = await PostgresWatchStore.open(dsn)
+            sender = _webhook_sender(cfg, watches, worker_id, lambda: worker.watching.tenure())
         worker = Worker(cfg, clock=SystemClock(), resolver=resolver, fetcher=fetcher, warc=warc,
                         store=store, extractor=extractor, worker_id=worker_id, exit_when_done=exit_when_done,
-                        watches=watches)
+                        watches=watches, change_sinks=[sender] if watches is not None else [])
         with stop_on_signals(worker.stop, install_signals):
             try:
                 await worker.prepare()
@@ -145,14 +150,20 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
                 on_start(worker)
             if status is not None:
                 local = None if "://" in out else Path(out)
-                servers.append(status_server(worker.engine, status, out=local,
+                servers.append(status_server(worker.engine, status, out=local, watch_api=_watch_api(cfg, watches),
                                              extra=lambda: worker_figures(worker)))
                 await start_servers(servers)()
+            if watches is not None:     # the held watches' webhooks (shell/webhook_cluster)
+                deliveries = asyncio.create_task(sender.run())
+                deliveries.add_done_callback(lambda t: _ended_loudly(t, worker))
             stats = await worker.run()
             if worker.fatal is not None:
                 raise worker.fatal
             return worker, stats
     finally:
+        if deliveries is not None:
+            deliveries.cancel()
+            await asyncio.gather(deliveries, return_exceptions=True)
         for server in servers:
             await server.stop()
         await fetcher.close()
@@ -162,6 +173,33 @@ async def run_worker(cfg: Config, dsn: str, out: str | None, *, worker_id: str |
         if watches is not None:
             await watches.close()
         await store.close()
+
+
+def _webhook_sender(cfg: Config, watches, worker_id: str, tenure):  # type: ignore[no-untyped-def]
+    """The worker's webhook deliverer, with the single machine's settings (`[monitor]`)."""
+    from courtly.shell.webhook import Retries
+    from courtly.shell.webhook_cluster import ClusterWebhookSender
+
+    m = cfg.monitor
+    return ClusterWebhookSender(SystemClock(), watches, worker_id, tenure,
+                                retries=Retries(m.webhook_attempts_max, m.webhook_backoff_s, m.webhook_backoff_s_max,
+                                                m.webhook_backoff_jitter, random.Random(worker_id)),
+                                timeout_s=m.webhook_timeout_s, secret=m.webhook_secret)
+
+
+def _ended_loudly(task: asyncio.Task, worker: Worker) -> None:
+    """The delivery loop ended by itself: a bug; the worker stops with it."""
+    if not task.cancelled() and task.exception() is not None:
+        worker.engine.fail(task.exception())
+
+
+def _watch_api(cfg: Config, watches):  # type: ignore[no-untyped-def]
+    """A monitor worker's status server serves the cluster's watch list API and feeds (shell/watch_api)."""
+    if watches is None:
+        return None
+    from courtly.shell.watch_api import WatchApi
+
+    return WatchApi(watches, cfg.monitor.api_token, SystemClock().now)
 
 
 async def same_rules(store, cfg: Config) -> None:

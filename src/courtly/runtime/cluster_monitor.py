@@ -19,8 +19,14 @@ calls after the WARC flush of a commit: an event never names unwritten bytes.
 Rules (fencing): a watch is held by exactly one worker at a time because its
 partition is; `write` saves states and records events only of watches whose
 partition is still held under the epoch it was taken with (the rest are the
-new owner's to check again: at-least-once, never twice at once). No shell
-imports: the worker gets the store from runtime/cluster.
+new owner's to check again: at-least-once, never twice at once), and it does
+so in one transaction that the store refuses whole (StaleEpochError) if one
+of those partitions moved to another epoch meanwhile: a worker stalled past
+its lease cannot report a change its successor reports too. The writes of
+the partitions refused are dropped; the rest are written again at once.
+`tenure()` (watch id -> partition, epoch) is what the webhook deliverer
+(shell/webhook_cluster) claims with: the events of the watches held here.
+No shell imports: the worker gets the store from runtime/cluster.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from courtly.core.watch import ChangeEvent, Watch, WatchState
-from courtly.ports import StoreUnavailableError
+from courtly.ports import StaleEpochError, StoreUnavailableError
 from courtly.runtime.monitor import Monitor
 
 __all__ = ["ClusterWatches", "AsyncWatchStore"]
@@ -42,8 +48,8 @@ class AsyncWatchStore(Protocol):
     async def version(self) -> int: ...
     async def watches(self) -> list[Watch]: ...
     async def states(self) -> dict[int, WatchState]: ...
-    async def save_states(self, states: dict[int, WatchState]) -> None: ...
-    async def record_change(self, ev: ChangeEvent, webhook: str) -> int: ...
+    async def write_checks(self, states: dict[int, WatchState], events: list[tuple[ChangeEvent, str]],
+                           tenure: dict[int, tuple[int, int]]) -> list[int]: ...
 
 
 class ClusterWatches:
@@ -123,32 +129,39 @@ class ClusterWatches:
 
     async def _write(self) -> None:
         """Record the change events judged and the states changed since the
-        last write, of watches still held under the same epoch. The worker
-        calls the monitor's `save` right after the WARC flush (nothing awaited
-        between), which moves them into this port's buffers."""
+        last write, of watches still held under the same epoch, in one fenced
+        transaction (see the module doc). The worker calls the monitor's
+        `save` right after the WARC flush (nothing awaited between), which
+        moves them into this port's buffers."""
         events, self._events = self._events, []
         states, self._states = self._states, {}
-        while events:
-            ev, webhook = events[0]
-            if self._holds(ev.watch_id):
-                try:
-                    await self._store.record_change(ev, webhook)
-                except Exception:
-                    # the store is away: kept for the next commit (states with them)
-                    self._events[:0] = events
-                    self._states = {**states, **self._states}
-                    raise
-                self.recorded += 1
-            else:
-                self.fenced += 1
-            events.pop(0)
+        kept = [(ev, hook) for ev, hook in events if self._holds(ev.watch_id)]
         mine = {i: s for i, s in states.items() if self._holds(i)}
-        self.fenced += len(states) - len(mine)
-        try:
-            await self._store.save_states(mine)
-        except Exception:
-            self._states = {**mine, **self._states}
-            raise
+        self.fenced += len(events) - len(kept) + len(states) - len(mine)
+        for _ in range(len(self._taken) + 1):     # each refusal removes a partition
+            if not (kept or mine):
+                return
+            tenure = {i: self._taken[i] for i in {ev.watch_id for ev, _ in kept} | set(mine)}
+            try:
+                await self._store.write_checks(mine, kept, tenure)
+            except StaleEpochError as e:
+                gone = set(e.partitions)
+                lost = {i for i, (p, _) in tenure.items() if p in gone}
+                self.fenced += sum(ev.watch_id in lost for ev, _ in kept) + len(lost & set(mine))
+                kept = [(ev, hook) for ev, hook in kept if ev.watch_id not in lost]
+                mine = {i: s for i, s in mine.items() if i not in lost}
+                continue
+            except Exception:
+                # the store is away: kept for the next commit (states with them)
+                self._events[:0] = kept
+                self._states = {**mine, **self._states}
+                raise
+            self.recorded += len(kept)
+            return
+
+    def tenure(self) -> dict[int, tuple[int, int]]:
+        """Watch id -> (partition, epoch) of the watches held here now."""
+        return {i: t for i, t in self._taken.items() if self._held().get(t[0]) == t[1]}
 
     def _holds(self, watch_id: int) -> bool:
         t = self._taken.get(watch_id)

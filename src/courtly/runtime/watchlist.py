@@ -6,10 +6,14 @@
     courtly watch list --out DIR            the watches, what each learned, its counts
     courtly watch remove ID|URL --out DIR
     courtly watch pause ID|URL --out DIR [--resume]
-    courtly watch changes --out DIR [--id N] [--limit N]   the newest change events
+    courtly watch changes --out DIR [--id N] [--limit N] [--jsonl]   the newest change events
     courtly watch dead --out DIR            webhook deliveries that gave up (dead letters)
     courtly watch feed --out DIR [--id N]   the Atom feed of the changes
-    courtly watch add|list|remove|pause|changes|dead --db DSN ...   a distributed crawl's list
+    courtly watch add|list|remove|pause|changes|dead|feed --db DSN ...   a distributed crawl's list
+
+`changes --jsonl` prints the events as `DIR/changes.jsonl` holds them (oldest
+first, one JSON object a line, shell/webhook.change_line): a cluster writes no
+such file, so this is how its change log is read.
 
 What it owns: the argument parser of `watch`, its commands, and the monitor
 lines of `courtly report` (`politeness_lines`: watches the host's politeness
@@ -30,6 +34,7 @@ from courtly.core.urls import UrlError, normalize_url, politeness_key, split_ori
 from courtly.core.watch import EVERY_S_DEFAULT, Watch, WatchRuleError, host_verdicts
 from courtly.shell.feed import atom_feed
 from courtly.shell.store.watch_sqlite import SqliteWatchStore
+from courtly.shell.webhook import change_line
 
 __all__ = ["add_parser", "run", "politeness_lines", "feed"]
 
@@ -41,7 +46,7 @@ def add_parser(sub) -> None:  # type: ignore[no-untyped-def]
     common.add_argument("--out", default="crawl-out", help="crawl folder (default: crawl-out)")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
     common.add_argument("--db", metavar="DSN", help="the watch list of a distributed crawl in PostgreSQL "
-                                                   "(add, list, remove, pause, changes, dead; default: --out's)")
+                                                   "(every action; default: --out's)")
     a = ws.add_parser("add", parents=[common], help="watch a URL")
     a.add_argument("url")
     a.add_argument("--every", type=float, default=EVERY_S_DEFAULT, metavar="S",
@@ -72,6 +77,8 @@ def add_parser(sub) -> None:  # type: ignore[no-untyped-def]
     c = ws.add_parser("changes", parents=[common], help="the newest change events")
     c.add_argument("--id", type=int, help="of this watch only (default: all)")
     c.add_argument("--limit", type=int, default=20, help="how many (default: %(default)s, at most 1000)")
+    c.add_argument("--jsonl", action="store_true",
+                   help="print them as changes.jsonl lines, oldest first (the change log of a --db crawl)")
     ws.add_parser("dead", parents=[common], help="webhook deliveries that gave up (dead letters)")
     f = ws.add_parser("feed", parents=[common], help="print the Atom feed of the changes")
     f.add_argument("--id", type=int, help="of this watch only (default: the whole crawl)")
@@ -85,8 +92,6 @@ def run(args: argparse.Namespace, usage_error: type[Exception], now: float) -> i
     out = Path(args.out)
     cmd = args.watch_command
     if args.db:
-        if cmd == "feed":
-            raise usage_error("watch feed reads a crawl folder (--out), not --db")
         import asyncio
 
         return asyncio.run(_run_db(args, usage_error, now))   # a few statements: no uvloop needed
@@ -105,8 +110,7 @@ def run(args: argparse.Namespace, usage_error: type[Exception], now: float) -> i
             verb = "removed" if cmd == "remove" else ("resumed" if args.resume else "paused")
             print(json.dumps({**w.to_json(), "done": verb}) if args.json else f"watch {w.id} {verb}: {w.url}")
         elif cmd == "changes":
-            rows = [r.to_json() for r in store.changes(limit=args.limit, watch_id=args.id)]
-            print(json.dumps(rows, indent=2) if args.json else _render_changes(rows))
+            print(_changes_text(store.changes(limit=args.limit, watch_id=args.id), args))
         elif cmd == "dead":
             rows = [r.to_json() for r in store.dead_letters()]
             print(json.dumps(rows, indent=2) if args.json else _render_changes(rows) or "no dead letters")
@@ -128,15 +132,20 @@ async def _run_db(args: argparse.Namespace, usage_error: type[Exception], now: f
             w = await store.add(_watch(args, usage_error, now))
             print(json.dumps(w.to_json()) if args.json else f"watch {w.id}: {w.url} every {w.every_s:g} s")
         elif cmd == "list":
-            rows = [w.to_json() for w in await store.watches()]
-            print(json.dumps(rows, indent=2) if args.json else "\n".join(f"{r['id']:>4}  {r['url']}" for r in rows))
+            rows = await store.rows()
+            print(json.dumps(rows, indent=2) if args.json else _render_list(rows))
         elif cmd in ("remove", "pause"):
             w = await (store.remove(args.ref) if cmd == "remove" else store.set_paused(args.ref, not args.resume))
             print(json.dumps(w.to_json()) if args.json else f"watch {w.id} {cmd}: {w.url}")
-        else:
-            rows = [r.to_json() for r in await (store.changes(limit=args.limit, watch_id=args.id)
-                                                if cmd == "changes" else store.dead_letters())]
-            print(json.dumps(rows, indent=2) if args.json else _render_changes(rows))
+        elif cmd == "changes":
+            print(_changes_text(await store.changes(limit=args.limit, watch_id=args.id), args))
+        elif cmd == "dead":
+            rows = [r.to_json() for r in await store.dead_letters()]
+            print(json.dumps(rows, indent=2) if args.json else _render_changes(rows) or "no dead letters")
+        elif cmd == "feed":
+            rows = await store.changes(limit=100, watch_id=args.id)
+            name = _db_name(args.db)
+            print(_feed(rows, watch_id=args.id, feed_id=name, self_url=name, now=now).decode())
     finally:
         await store.close()
     return 0
@@ -162,10 +171,30 @@ def _watch(args, usage_error, now: float) -> Watch:  # type: ignore[no-untyped-d
 
 
 def feed(store: SqliteWatchStore, *, watch_id: int | None, self_url: str, now: float) -> bytes:
-    rows = store.changes(limit=100, watch_id=watch_id)
+    return _feed(store.changes(limit=100, watch_id=watch_id), watch_id=watch_id,
+                 feed_id=f"urn:courtly:{store.path.resolve()}", self_url=self_url, now=now)
+
+
+def _feed(rows, *, watch_id: int | None, feed_id: str, self_url: str, now: float) -> bytes:  # type: ignore[no-untyped-def]
     title = "courtly: changes" + (f" of watch {watch_id}" if watch_id is not None else "")
-    feed_id = f"urn:courtly:{store.path.resolve()}" + (f"/watch/{watch_id}" if watch_id is not None else "")
+    feed_id += f"/watch/{watch_id}" if watch_id is not None else ""
     return atom_feed(rows, feed_id=feed_id, title=title, self_url=self_url, updated_at=now)
+
+
+def _db_name(dsn: str) -> str:
+    """The feed's id for a --db crawl: its server and database, never a password."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(dsn)
+    return f"urn:courtly:{u.hostname or 'localhost'}:{u.port or 5432}{u.path}"
+
+
+def _changes_text(rows, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
+    """`watch changes`: --jsonl lines (oldest first), --json, or text (newest first)."""
+    if args.jsonl:
+        return "\n".join(change_line(r.event) for r in reversed(rows))
+    out = [r.to_json() for r in rows]
+    return json.dumps(out, indent=2) if args.json else _render_changes(out)
 
 
 def _render_list(rows: list[dict]) -> str:

@@ -18,6 +18,7 @@ import gc
 import json
 import logging
 import os
+import random
 import signal
 import sys
 from contextlib import contextmanager
@@ -372,7 +373,8 @@ def _attach_monitor(crawler: Crawler, out: Path, clock):
     changelog = ChangeLog(out / "changes.jsonl")
     sender = WebhookSender(clock, store, attempts_max=m.webhook_attempts_max, backoff_s=m.webhook_backoff_s,
                            backoff_s_max=m.webhook_backoff_s_max, timeout_s=m.webhook_timeout_s,
-                           secret=m.webhook_secret)
+                           secret=m.webhook_secret, jitter=m.webhook_backoff_jitter,
+                           rng=random.Random(crawler.cfg.crawl.seed + 2))   # its own stream, reproducible
     crawler.monitor.attach(store, [changelog, sender])
     sender.load_pending()
     return store, changelog, sender

@@ -115,7 +115,7 @@ class Worker:
     """A crawl engine with the cluster strategies, its claim loop and its leases."""
 
     def __init__(self, cfg, *, clock, resolver, fetcher, warc, store, extractor, worker_id: str,
-                 exit_when_done: bool = False, watches=None) -> None:
+                 exit_when_done: bool = False, watches=None, change_sinks=()) -> None:
         if store.partitions is None:
             raise ValueError("the database has no crawl: run `courtly submit` first")
         self.cfg = cfg
@@ -141,7 +141,7 @@ class Worker:
             watches, self.engine.monitor, held=self._adopted, part_of_url=self.parts.partition_of_url,
             know=self._know)
         if self.watching is not None:
-            self.engine.monitor.attach(self.watching, [])
+            self.engine.monitor.attach(self.watching, list(change_sinks))   # the webhook deliverer's counts
         self._pending: deque[tuple[str, Batch]] = deque()
         self._flush_lock = asyncio.Lock()
         self._commit_now = asyncio.Event()

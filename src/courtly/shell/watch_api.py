@@ -16,6 +16,10 @@ What it owns: those routes, added to the status server's app
 (`StatusServer(..., watch_api=WatchApi(...))`), so they share its guard
 (loopback Host names, JSON errors, CSP headers).
 
+The store is one machine's (SqliteWatchStore, synchronous) or a cluster's
+(PostgresWatchStore, async: a worker's status server, `courtly worker
+--status`): each call's answer is awaited when it is awaitable.
+
 Rules: reads are open like the rest of the status server; every write needs
 `Authorization: Bearer <monitor.api_token>` (compared in constant time) and
 a JSON body; with no token configured, writes are refused (403). A bad body
@@ -26,7 +30,9 @@ at its next commit (the store's list version moves).
 from __future__ import annotations
 
 import hmac
+import inspect
 import json
+from typing import Any
 
 from aiohttp import web
 
@@ -46,6 +52,11 @@ _FIELDS = {"url": str, "every_s": (int, float), "target_s": (int, float), "webho
 def _json(data, status: int = 200) -> web.Response:  # type: ignore[no-untyped-def]
     return web.Response(text=json.dumps(data, default=str), status=status, content_type="application/json",
                         headers={"Cache-Control": "no-store"})
+
+
+async def _done(x: Any) -> Any:
+    """The store's answer, awaited when the store is async."""
+    return await x if inspect.isawaitable(x) else x
 
 
 class WatchApi:
@@ -89,7 +100,7 @@ class WatchApi:
         try:
             body = json.loads(raw)
             w = self._watch(body)
-            w = self.store.add(w)
+            w = await _done(self.store.add(w))
         except (ValueError, WatchRuleError, UrlError) as e:
             return _json({"error": str(e)}, 400)
         except StoreError as e:
@@ -116,7 +127,7 @@ class WatchApi:
         if denied:
             return denied
         try:
-            w = self.store.remove(request.match_info["id"])
+            w = await _done(self.store.remove(request.match_info["id"]))
         except StoreError as e:
             return _json({"error": str(e)}, 404)
         return _json({**w.to_json(), "removed": True})
@@ -126,7 +137,7 @@ class WatchApi:
         if denied:
             return denied
         try:
-            w = self.store.set_paused(request.match_info["id"], request.match_info["action"] == "pause")
+            w = await _done(self.store.set_paused(request.match_info["id"], request.match_info["action"] == "pause"))
         except StoreError as e:
             return _json({"error": str(e)}, 404)
         return _json(w.to_json())
@@ -137,7 +148,7 @@ class WatchApi:
         return web.Response(body=self._page[0], content_type=self._page[1], headers={"Cache-Control": "no-cache"})
 
     async def _list(self, request: web.Request) -> web.Response:
-        return _json({"rows": self.store.rows()})
+        return _json({"rows": await _done(self.store.rows())})
 
     async def _changes(self, request: web.Request) -> web.Response:
         try:
@@ -148,22 +159,22 @@ class WatchApi:
             return _json({"error": "limit and watch must be integers"}, 400)
         if not 1 <= limit <= 1000:
             return _json({"error": "limit must be in 1..1000"}, 400)
-        rows = self.store.changes(limit=limit, watch_id=watch_id)
+        rows = await _done(self.store.changes(limit=limit, watch_id=watch_id))
         return _json({"rows": [{**r.to_json(), "before": r.before, "after": r.after} for r in rows]})
 
     async def _change(self, request: web.Request) -> web.Response:
-        r = self.store.change(int(request.match_info["seq"]))
+        r = await _done(self.store.change(int(request.match_info["seq"])))
         if r is None:
             return _json({"error": "no such change"}, 404)
         return _json({**r.to_json(), "before": r.before, "after": r.after})
 
     async def _dead(self, request: web.Request) -> web.Response:
-        return _json({"rows": [r.to_json() for r in self.store.dead_letters()]})
+        return _json({"rows": [r.to_json() for r in await _done(self.store.dead_letters())]})
 
     async def _feed(self, request: web.Request) -> web.Response:
         wid = request.match_info.get("id")
         watch_id = int(wid) if wid else None
-        rows = self.store.changes(limit=100, watch_id=watch_id)
+        rows = await _done(self.store.changes(limit=100, watch_id=watch_id))
         base = f"{request.scheme}://{request.host}"
         feed_id = f"{base}/changes" + (f"/watch/{watch_id}" if watch_id is not None else "")
         title = "courtly: changes" + (f" of watch {watch_id}" if watch_id is not None else "")

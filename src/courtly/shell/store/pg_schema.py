@@ -26,6 +26,13 @@ Versions:
      the regions that refuse it, the probe slot), `probes` (requests made
      from each region to choose a home) and `workers.region`. Additive only
      (IF NOT EXISTS), so it commutes with other branches' migrations.
+  6. the cluster monitor's webhook deliveries (issue 16): `changes.not_before`
+     (next attempt), `claimed_by` / `claimed_until` (the worker sending it, on
+     the database clock), an event recorded once per (watch, detected_at),
+     an index of the pending events per watch, and `changes.event` as `json`
+     (its text as written: a webhook body and a changes.jsonl line read back
+     from the cluster are the single machine's, key order included).
+     Additive or idempotent: renumbering is safe.
 """
 
 from __future__ import annotations
@@ -238,8 +245,20 @@ CREATE INDEX IF NOT EXISTS probes_key ON probes (key);
 ALTER TABLE workers ADD COLUMN IF NOT EXISTS region text NOT NULL DEFAULT '';
 """
 
+# the cluster monitor's webhook deliveries (shell/store/watch_postgres): when the next attempt
+# may start, and the worker sending it until when (a claim; a dead worker's expires); an
+# event is recorded once whatever the retries of its write
+_V_DELIVERY = """
+ALTER TABLE changes ADD COLUMN IF NOT EXISTS not_before double precision NOT NULL DEFAULT 0;
+ALTER TABLE changes ADD COLUMN IF NOT EXISTS claimed_by text NOT NULL DEFAULT '';
+ALTER TABLE changes ADD COLUMN IF NOT EXISTS claimed_until double precision NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX IF NOT EXISTS changes_once ON changes (watch_id, detected_at);
+CREATE INDEX IF NOT EXISTS changes_pending ON changes (watch_id, seq) WHERE delivery = 'pending';
+ALTER TABLE changes ALTER COLUMN event TYPE json USING event::json;
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),
-                                               (5, _V_REGIONS))
+                                               (5, _V_REGIONS), (6, _V_DELIVERY))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

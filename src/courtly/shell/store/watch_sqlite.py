@@ -29,7 +29,7 @@ from courtly.core.watch import ChangeEvent, Watch, WatchState
 from courtly.shell.store.sqlite import StoreError, connect_schema
 
 __all__ = ["SqliteWatchStore", "ChangeRow", "StoreError", "Delivery", "WATCHES_MAX", "watch_of", "change_row",
-           "with_id", "CHANGES_LIMIT_MAX", "DELIVERY_STATES"]
+           "with_id", "CHANGES_LIMIT_MAX", "DELIVERY_STATES", "watch_rows"]
 
 CHANGES_LIMIT_MAX = 1000
 WATCHES_MAX = 100_000     # live watches in one crawl
@@ -164,15 +164,7 @@ class SqliteWatchStore:
 
     def rows(self) -> list[dict]:
         """Each live watch with its state: counts, current interval, learned noise."""
-        states = self.states()
-        rows = []
-        for w in self.watches():
-            st = states.get(w.id, WatchState())
-            rows.append({**w.to_json(), "checks": st.checks, "changes": st.changes,
-                         "learning": st.learning_left > 0, "interval_s": st.interval_s or w.every_s,
-                         "last_checked_at": st.last_checked_at, "last_changed_at": st.last_changed_at,
-                         "noise_learned": list(st.noise.learned)})
-        return rows
+        return watch_rows(self.watches(), self.states())
 
     # ---- state ----------------------------------------------------------------
 
@@ -227,6 +219,18 @@ class SqliteWatchStore:
         assert delivery in DELIVERY_STATES
         self._write("UPDATE changes SET delivery = ?, attempts = ?, last_error = ? WHERE seq = ?",
                     (delivery, attempts, error[:500], seq))
+
+
+def watch_rows(watches: list[Watch], states: dict[int, WatchState]) -> list[dict]:
+    """`courtly watch list`'s and /api/watches' rows (one machine's store or a cluster's)."""
+    rows = []
+    for w in watches:
+        st = states.get(w.id, WatchState())
+        rows.append({**w.to_json(), "checks": st.checks, "changes": st.changes,
+                     "learning": st.learning_left > 0, "interval_s": st.interval_s or w.every_s,
+                     "last_checked_at": st.last_checked_at, "last_changed_at": st.last_changed_at,
+                     "noise_learned": list(st.noise.learned)})
+    return rows
 
 
 def watch_of(row) -> Watch:  # type: ignore[no-untyped-def]
