@@ -116,7 +116,7 @@ def test_the_real_runtime_beats_uniform_and_nears_the_optimum(seed):
     p = SimParams(seed=seed, days=4, pages=2000, hosts=40, budget=1000, warmup_days=2)
     c = compare(p)
     assert c.courtly.freshness_w > c.uniform.freshness_w + 0.05, f"seed={seed}"
-    assert c.ratio >= 0.85, f"seed={seed}: courtly/optimal {c.ratio:.3f}"
+    assert c.ratio >= 0.9, f"seed={seed}: courtly/optimal {c.ratio:.3f}"
     # the daily budget pays for discovery too: at most a day's overspend is carried
     assert c.fetches <= p.budget * p.days + p.pages, f"seed={seed}"
     assert c.courtly.fetches_per_day <= p.budget * 1.05, f"seed={seed}"
