@@ -7,6 +7,7 @@ speed is measured by `courtly sim` (it prints its run time), not asserted here.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -152,6 +153,15 @@ def test_sim_command_prints_three_policies(capsys):
     for word in ("courtly", "uniform", "optimal", "courtly / optimal", "run time", "age_p90_h",
                  "the runtime's own tiers"):
         assert word in out
+
+
+def test_sim_command_json_is_one_object_with_the_three_rows_and_the_report(capsys):
+    assert main(["--seed", "3", "--days", "1", "--pages", "150", "--hosts", "6", "--budget", "300", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [d[k]["name"] for k in ("courtly", "uniform", "optimal")] == ["courtly", "uniform", "optimal"]
+    assert d["params"]["pages"] == 150 and d["ratio"] == d["courtly"]["freshness_w"] / d["optimal"]["freshness_w"]
+    # the scheduler's days are UTC days, counted from the one the crawl starts in: a day's crawl spans two
+    assert d["report"] and {r["day"] for r in d["report"]} <= {0, 1}
 
 
 def test_sim_command_check_failure_names_the_seed(capsys):

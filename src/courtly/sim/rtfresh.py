@@ -28,6 +28,7 @@ reference rows.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import random
@@ -154,8 +155,10 @@ def runtime_figures(p: SimParams, *, on_day: Callable[[int], None] | None = None
                     raise c.fatal
                 s = c.recrawl.scheduler
                 placer = c.recrawl.placer
+                day0 = int(T0 // DAY_S)   # the report's (UTC) days count from the one the crawl starts in
+                report = tuple(dataclasses.replace(r, day=r.day - day0) for r in s.report())
                 done.append(RuntimeRun(f.fetches, f.failures, f.not_modified, f.in_window, s.multiplier,
-                                       tuple(s.report()), tuple(placer.counts) if placer else (len(s),)))
+                                       report, tuple(placer.counts) if placer else (len(s),)))
             finally:
                 store.close()
 

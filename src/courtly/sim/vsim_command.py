@@ -14,6 +14,8 @@ reaches less than R of the optimum (the message names the seed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import sys
 import time
@@ -66,6 +68,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--runtime", action="store_true",
                     help="accepted for old scripts: the real runtime is what courtly sim runs (default: on)")
     ap.add_argument("--report", action="store_true", help="print the scheduler's per-day, per-tier report")
+    ap.add_argument("--json", action="store_true",
+                    help="print the parameters and the comparison as one JSON object instead of the table")
     ap.add_argument("--check", type=float, default=None, metavar="RATIO",
                     help="exit 1 if courtly/optimal (weighted freshness) is below RATIO (default: no check)")
     return ap
@@ -98,6 +102,13 @@ def render(c: Comparison, p: SimParams) -> str:
                  f"multiplier {c.multiplier:.4g}" if c.multiplier is not None else f"fetches {c.fetches}")
     lines.append(f"run time {c.wall_s:.1f} s (real runtime's crawl {c.drive_s:.1f} s; CPU {c.cpu_s:.1f} s)")
     return "\n".join(lines)
+
+
+def _jsonable(x):
+    """A report row (a frozen dataclass) in the JSON output."""
+    if dataclasses.is_dataclass(x):
+        return dataclasses.asdict(x)
+    raise TypeError(f"not JSON: {type(x).__name__}")
 
 
 def _report(c: Comparison) -> str:
@@ -157,9 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         c = compare(p, on_day=progress.day)
     finally:
         progress.close()
-    print(render(c, p))
-    if a.report:
-        print(_report(c))
+    if a.json:
+        print(json.dumps({"params": dataclasses.asdict(p), **dataclasses.asdict(c)}, default=_jsonable))
+    else:
+        print(render(c, p))
+        if a.report:
+            print(_report(c))
     if a.check is not None and not c.ratio >= a.check:
         print(f"courtly sim: FAILED seed={p.seed}: courtly/optimal {c.ratio:.3f} < {a.check}"
               f" ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
