@@ -27,11 +27,6 @@ In the same run and on the same change instants:
   the Lagrangian solution from the true rates under the tier's interval
   bounds), expected stationary freshness, at the full budget and at the
   rate courtly used;
-- simulated: courtly's scheduler driven in virtual time (`sim.virtual.drive`,
-  the real frontier and politeness) on the same pages, rates, budget, tier
-  and period, measured over the same window: what the live crawl would get
-  without discovery, sitemaps and feeds, the other URLs it keeps (print
-  variants, files, missing pages) and importance (every page weighs 1);
 - real runtime in virtual time: the real `Crawler` with the live crawl's
   config, seeds and duration on a virtual-time loop (sim/rtlive.py), whose
   fetcher answers with the simulated web's own `route` (same pages, links,
@@ -157,15 +152,12 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
     print(f"optimum (simulator, true rates): at the full budget {opt_full:.3f}, at the rate used {opt_used:.3f}")
     print(f"ratios: courtly / optimum at full budget {courtly / opt_full:.3f}; courtly / optimum at the rate "
           f"used {courtly / opt_used:.3f}; courtly / uniform at the rate used {courtly / uniform_used:.3f}")
-    sim, sim_per_s = _simulated(pages, args)
-    print(f"simulator (courtly's scheduler in virtual time, same pages, rates, budget and window): {sim:.3f} "
-          f"at {sim_per_s:.2f} fetches/s; live / simulated {courtly / sim:.3f}")
     t = time.monotonic()
     rt, rt_per_s = _runtime_simulated(web, port, pages, config, args)
     print(f"real runtime in virtual time (same web, links, rates, config, budget and window; "
           f"{time.monotonic() - t:.0f} s to run): {rt:.3f} at {rt_per_s:.2f} fetches/s; "
           f"live / real-runtime simulation {courtly / rt:.3f}")
-    print(f"summary: live {courtly:.3f}  real-runtime sim {rt:.3f}  core-scheduler sim {sim:.3f}  "
+    print(f"summary: live {courtly:.3f}  real-runtime sim {rt:.3f}  "
           f"uniform (rate used) {uniform_used:.3f}  optimum (full budget) {opt_full:.3f}  live / real-runtime sim "
           f"{courtly / rt:.3f}")
 
@@ -185,32 +177,6 @@ def _runtime_simulated(web, port: int, pages: dict, config: Path, args) -> tuple
     in_window = sum(w0 <= t <= w1 for times in syncs.values() for t in times)
     changes = {u: change_times(key, rate, w1) for u, (key, rate) in pages.items()}
     return _measured(syncs, changes, w0, w1), in_window / (w1 - w0)
-
-
-def _simulated(pages: dict, args) -> tuple[float, float]:
-    """Plain freshness of courtly's scheduler driven in virtual time on the same pages and setup."""
-    from courtly.core.recrawl import Tier, policy_for_intent
-    from courtly.sim.freshness import FreshnessMeter
-    from courtly.sim.virtual import CourtlyPlanner, ModelWeb, SimParams, drive
-
-    urls = list(pages)
-    n = len(urls)
-    # a page that never changes: a rate no window sees a change at (the meter draws Exp(rate))
-    web = ModelWeb(urls, [u.split("/")[2] for u in urls], np.array([max(r, 1e-12) for _, r in pages.values()]),
-                   np.ones(n), np.zeros(n, dtype=np.int64))
-    budget = int(args.budget_per_s * 86400)
-    params = SimParams(seed=args.seed, days=args.duration_s / 86400, pages=n, hosts=args.hosts, budget=budget,
-                       failure_rate=0.0, latency_s_median=0.01, delay_s=0.05, fetch_tasks=64, period_s=10.0)
-    policy = policy_for_intent("search", budget, period_s=10.0,
-                               tiers=(Tier("all", args.interval_s_min, 3600.0),))
-    planner = CourtlyPlanner(web, policy, random.Random(f"{args.seed}:scheduler"))
-    meter = FreshnessMeter(web.rate.tolist(), random.Random(f"{args.seed}:changes"),
-                           window_from_s=args.warmup_s, window_to_s=args.duration_s)
-    log: list = []
-    drive(web, planner, params, meter, random.Random(f"{args.seed}:fetch"), fetch_log=log)
-    fresh, _ = meter.close()
-    in_window = sum(1 for row in log if args.warmup_s <= row[1] <= args.duration_s)
-    return float(fresh.sum() / (n * (args.duration_s - args.warmup_s))), in_window / (args.duration_s - args.warmup_s)
 
 
 def _uniform(pages: dict, per_s: float, w0: float, w1: float, rng: random.Random) -> dict[str, list[float]]:

@@ -14,10 +14,10 @@ PERIOD_S = 300.0
 PER_PERIOD = 300   # daily_budget 86,400: one fetch a second
 
 
-def _recrawl() -> Recrawl:
+def _recrawl(daily_budget: int = 86_400) -> Recrawl:
     cfg = config_from_dict({
         "crawl": {"intent": "search", "contact": "tests@example.org"},
-        "recrawl": {"daily_budget": 86_400, "period_s": PERIOD_S,
+        "recrawl": {"daily_budget": daily_budget, "period_s": PERIOD_S,
                     "tiers": [{"name": "top", "interval_s_min": 60.0, "interval_s_max": 86_400.0}]},
     })
     return Recrawl(cfg, random.Random(1))
@@ -59,7 +59,18 @@ def test_the_discovery_floor_left_unused_flows_back_to_recrawls():
     assert first == [] and r.last_plan.recrawl_budget == 0   # discovery spent more than the period's budget
     second = r.plan(2 * PERIOD_S, discovery_pending=0)   # discovery fetched nothing of its floor
     assert r.last_plan.flowed_back == 60
-    assert len(second) == PER_PERIOD + 60
+    # the first period's claims (400 discovery + the 60 floor) passed its budget by 160: owed now
+    assert len(second) == PER_PERIOD - (400 + 60 - PER_PERIOD) + 60
+
+
+def test_discovery_spent_past_the_budget_is_owed_for_at_most_a_day():
+    r = _recrawl(daily_budget=2880)   # 10 fetches a period
+    r.plan(0.0, discovery_pending=0)
+    _answer(r, [f"http://site.test/p{i}" for i in range(3 * 2880)], 1.0)   # three days' budget of discovery
+    granted = [len(r.plan(PERIOD_S * k, discovery_pending=0)) for k in range(1, 2 * 288 + 1)]
+    day = 288   # periods in a day
+    assert sum(granted[:day - 1]) == 0            # the overspend is owed: no recrawl for a day
+    assert all(g > 0 for g in granted[day + 1:])  # but no longer: the budget is a daily one
 
 
 def test_each_period_is_kept_with_what_was_granted_spent_left_and_why():

@@ -310,18 +310,21 @@ class RecrawlSection:
     daily_budget: int = 100_000        # fetches per day, recrawl and discovery together
     period_s: float = 300.0            # how often the scheduler grants the next recrawls
     tiers: tuple[TierSection, ...] = ()  # empty: the intent's tiers (top 15 min..24 h, ...)
-    importance_file: str = ""          # optional "URL<TAB>score" lines, blended with OPIC
+    importance_file: str = ""          # optional "URL<TAB>score" lines, used as given (OPIC for the rest)
     importance: str = "opic"           # or "uniform": every page weighs 1 (plain freshness)
     importance_prior_rounds: float = 8.0  # OPIC shrunk toward uniform until it has this many rounds
+    tier_budget_share: float = 0.5     # the upper tiers' max ages may commit this share of daily_budget
 
     def __post_init__(self) -> None:
         _non_negative("recrawl.daily_budget", self.daily_budget)
         _positive("recrawl.period_s", self.period_s)
         _non_negative("recrawl.importance_prior_rounds", self.importance_prior_rounds)
+        if not 0.0 <= self.tier_budget_share <= 1.0:
+            raise ConfigError(f"recrawl.tier_budget_share is a share in [0, 1], not {self.tier_budget_share}")
         if self.importance not in ("opic", "uniform"):
             raise ConfigError(f"recrawl.importance must be \"opic\" or \"uniform\", not {self.importance!r}")
         if self.importance == "uniform" and self.importance_file:
-            raise ConfigError("recrawl.importance_file is blended with OPIC: it needs importance = \"opic\"")
+            raise ConfigError("recrawl.importance_file: OPIC weighs the pages it leaves out: needs importance = \"opic\"")
         for t in self.tiers:
             if not 0 < t.interval_s_min <= t.interval_s_max:
                 raise ConfigError(f"recrawl.tiers {t.name}: need 0 < interval_s_min <= interval_s_max")

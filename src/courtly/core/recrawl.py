@@ -284,8 +284,10 @@ class RecrawlScheduler:
         held back for discovery is an advance; with `discovery_spent`
         (discovery fetches since the last plan) the advance is settled: what
         discovery spent beyond it is charged to this period's recrawls, what
-        it left unused flows back to them. None: discovery is not counted
-        (the floor is held back, never settled)."""
+        it left unused flows back to them, and what it spent past the whole
+        period's budget is owed by the next periods (up to a day's budget: a
+        daily budget, so an overspend delays recrawls by a day at most).
+        None: discovery is not counted (the floor is held back, never settled)."""
         p = self.policy
         self._roll_day(now)
         elapsed = p.period_s if self._last_plan_at is None else min(max(now - self._last_plan_at, 0.0),
@@ -294,14 +296,17 @@ class RecrawlScheduler:
         if self._first_plan_at is None:
             self._first_plan_at = now
         total = p.daily_budget * elapsed / DAY_S + self._carry
-        budget = int(total)
-        self._carry = total - budget
+        budget = max(0, int(total))
+        self._carry = total - budget     # < 0: discovery's overspend still owed (at most a day's budget)
         reserved = min(discovery_pending, math.ceil(p.discovery_floor * budget), budget)
         spent = max(discovery_spent or 0, 0)
         charge = 0 if discovery_spent is None else spent - self._reserved   # < 0: the advance left unused
         self._reserved = reserved
         flowed = max(0, -charge)
         recrawl = max(0, min(budget - reserved - charge, int(p.recrawl_share_max * budget + 1e-9) + flowed))
+        owed = reserved + charge - budget   # discovery spent past this period's whole budget: owed later
+        if owed > 0:
+            self._carry = max(self._carry - owed, -float(p.daily_budget))
         if p.recrawl_share_max == 0.0:
             return RecrawlPlan(now, (), budget, 0, budget, 0, 0, 0, 0, 0.0)
         self._track_rate(recrawl, elapsed, now)

@@ -4,8 +4,13 @@ What it owns: one `RecrawlScheduler` (core/recrawl) for the `search` and
 `monitor` intents (`archive` recrawls nothing), the persistence of each URL's
 change history, and the period clock that asks the scheduler for a plan.
 
-How it works: every fetched page is tracked (tier from its depth: seeds and
-their links are the top tiers). Each answer updates its history (content
+How it works: every fetched page is tracked. Its tier is the one its
+depth asks for (seeds and their links are the top tiers), or the one the
+operator's importance asks for (`recrawl.importance_file`, used as given:
+a tenfold step down is a tier down), as far as the budget can keep the
+tiers' max ages (runtime/recrawl_tiers.py: a tier holds the pages whose
+forced refetches fit its share of the budget, the least important move
+down). Each answer updates its history (content
 hash, ETag, Last-Modified; a 304 is "unchanged") and so its estimated change
 rate. Every `period_s` the scheduler grants the URLs worth refetching within
 the daily budget, which covers discovery too: the discovery fetches answered
@@ -28,6 +33,7 @@ from collections import deque
 from courtly.core.importance import Opic
 from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
 from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
+from courtly.runtime.recrawl_tiers import TierPlacer, importance_tier
 
 __all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT"]
 
@@ -86,9 +92,16 @@ class Recrawl:
         self.scheduler = (RecrawlScheduler(policy_for_intent(self.intent, r.daily_budget, **overrides), rng)
                           if self.enabled else None)
         self.tier_count = len(self.scheduler.policy.tiers) if self.scheduler is not None else 1
-        # importance = online OPIC over the link graph, blended with the user's map (none: uniform)
-        self.opic = (Opic(user_map=load_importance(r.importance_file), prior_rounds=r.importance_prior_rounds)
+        # importance = the operator's map where it names the URL (as given: blending it with
+        # OPIC flattened it), online OPIC over the link graph elsewhere
+        user = load_importance(r.importance_file) if self.enabled else {}
+        top = max(user.values(), default=1.0)
+        self._user = {u: v / top for u, v in user.items()}
+        self.opic = (Opic(user_map=user, user_weight=1.0, prior_rounds=r.importance_prior_rounds)
                      if self.enabled and r.importance == "opic" else None)
+        self.placer = (TierPlacer([t.interval_s_max for t in self.scheduler.policy.tiers], r.daily_budget,
+                                  r.tier_budget_share)
+                       if self.enabled and self.tier_count > 1 else None)
         self.next_plan_at = 0.0
         self._depth: dict[str, int] = {}
         self.granted = 0
@@ -104,9 +117,9 @@ class Recrawl:
     def load(self, store, now: float) -> None:
         if not self.enabled:
             return
-        for url, host, tier, depth, text in store.iter_histories():
-            tier = min(tier, self.tier_count - 1)
-            self.scheduler.add(url, now, host=host, tier=tier, history=history_from_json(text))
+        for url, host, _saved_tier, depth, text in store.iter_histories():
+            self.scheduler.add(url, now, host=host, tier=self._place(url, depth, now),
+                               importance=self._importance(url), history=history_from_json(text))
             self._depth[url] = depth
         report = store.get_meta("recrawl_report")
         self._saved_report = json.loads(report) if report else []
@@ -130,6 +143,33 @@ class Recrawl:
 
     def tier_of(self, depth: int) -> int:
         return min(depth, self.tier_count - 1)
+
+    def wanted_tier(self, url: str, depth: int) -> int:
+        """The tier a URL asks for: the operator's importance's, else its depth's."""
+        w = self._user.get(url)
+        return self.tier_of(depth) if w is None else importance_tier(w, self.tier_count)
+
+    def _importance(self, url: str) -> float:
+        return self.opic.importance(url) if self.opic is not None else 1.0
+
+    def _place(self, url: str, depth: int, now: float) -> int:
+        """The tier of a URL seen for the first time; URLs it pushes down get theirs."""
+        wanted = self.wanted_tier(url, depth)
+        if self.placer is None:
+            return wanted
+        tier = wanted
+        for u, t, w in self.placer.place(url, wanted, self._importance(url)):
+            if u == url:
+                tier = t
+            elif u in self.scheduler:
+                self.scheduler.add(u, now, host="", tier=t, importance=w)
+        return tier
+
+    def _tier(self, url: str, depth: int) -> int:
+        if self.placer is None:
+            return self.tier_of(depth)
+        t = self.placer.tier(url)
+        return self.tier_count - 1 if t is None else t
 
     def headers(self, url: str) -> dict[str, str]:
         """Validators for a conditional GET when we have fetched `url` before."""
@@ -156,10 +196,10 @@ class Recrawl:
             self.discovery_fetched += 1
             self._discovery_since_plan += 1
         s = self.scheduler
-        tier = self.tier_of(depth)
         if url not in s:
-            s.add(url, now, host=host, tier=tier)
+            s.add(url, now, host=host, tier=self._place(url, depth, now))
             self._depth[url] = depth
+        tier = self._tier(url, depth)
         if self.opic is not None:
             s.set_importance(url, self.opic.importance(url))
         changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,

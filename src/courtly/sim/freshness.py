@@ -1,4 +1,4 @@
-"""Freshness and age in virtual time: measured for courtly, computed for the references.
+"""Freshness and age in virtual time: measured for courtly's real runtime, computed for the references.
 
 Theory of operation
 -------------------
@@ -28,15 +28,13 @@ start as the simulation (everything fresh at t = 0).
   where x* solves 1 - (1 + x) e^(-x) = c; mu comes from bisection in log mu.
   x* is tabulated here by bisection, independently of the core's table.
 
-`compare` runs courtly's scheduler through `virtual.drive` and puts the three
-side by side; `simulate_references=True` also drives the two references
-through the same loop (a check on the meter and the simulator).
+`compare` crawls the model web with the real runtime in virtual time
+(sim/rtfresh.py: its answers sync the meter) and puts it beside the two
+references.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import random
 import time as _wall
@@ -245,48 +243,30 @@ class Comparison:
     ratio: float              # courtly / optimal, importance-weighted freshness
     ratio_plain: float        # the same, unweighted
     wall_s: float             # the whole comparison
-    drive_s: float            # courtly's simulated crawl alone (wall clock)
+    drive_s: float            # the real runtime's crawl alone (wall clock)
     cpu_s: float              # CPU time of the whole comparison (the machine may be shared)
     fetches: int
     failures: int
     not_modified: int
     multiplier: float | None
     report: tuple = ()        # RecrawlScheduler.report() rows
+    tiers: tuple[int, ...] = ()   # pages per tier of the runtime's own, at the end
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """Pause the cyclic garbage collector (reference counting still frees everything).
-
-    A simulated crawl holds millions of long-lived objects and makes no
-    reference cycles: the collector would only rescan them, about a tenth of
-    the run's CPU time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def compare(p, *, simulate_references: bool = False, on_day=None) -> Comparison:
-    """Run courtly on the model web of `p` and compare with uniform and optimal;
-    `on_day(day)` is called as each virtual day of courtly's crawl begins."""
-    from courtly.sim.virtual import CourtlyPlanner, FixedIntervalPlanner, build_web, courtly_policy, drive
+def compare(p, *, on_day=None) -> Comparison:
+    """Crawl the model web of `p` with the real runtime (sim/rtfresh.py) and
+    compare with uniform and optimal; `on_day(day)` is called as each virtual
+    day of the crawl begins."""
+    from courtly.sim.rtfresh import runtime_figures
+    from courtly.sim.virtual import build_web, courtly_policy
 
     started, cpu_started = _wall.perf_counter(), _wall.process_time()
     policy = courtly_policy(p)
     web = build_web(p, len(policy.tiers))
     w0, w1 = p.warmup_days * DAY_S, p.days * DAY_S
-    window, days = w1 - w0, p.days
-    with _collector_paused():
-        planner = CourtlyPlanner(web, policy, random.Random(f"{p.seed}:scheduler"))
-        meter = FreshnessMeter(web.rate.tolist(), random.Random(f"{p.seed}:changes"), window_from_s=w0,
-                               window_to_s=w1)
-        run = drive(web, planner, p, meter, random.Random(f"{p.seed}:fetch"), on_day=on_day)
-    fresh, age = meter.close()
-    courtly = figures("courtly", fresh, age, web.importance, web.tier, window, run.fetches / days)
+    window = w1 - w0
+    courtly, run = runtime_figures(p, on_day=on_day)
+    drive_s = _wall.perf_counter() - started
 
     total = p.budget * policy.recrawl_share_max / DAY_S
     n = len(web)
@@ -305,22 +285,12 @@ def compare(p, *, simulate_references: bool = False, on_day=None) -> Comparison:
         fr, ag = expected_window(web.rate, iv, phase, w0, w1)
         per_day = float(np.where(np.isfinite(iv), DAY_S / np.where(np.isfinite(iv), iv, 1.0), 0.0).sum())
         refs.append(figures(name, fr, ag, web.importance, web.tier, window, per_day))
-    extra = []
-    if simulate_references:
-        for name, iv in (("uniform (simulated)", uni_iv), ("optimal (simulated)", opt_iv)):
-            m = FreshnessMeter(web.rate.tolist(), random.Random(f"{p.seed}:changes:{name}"),
-                               window_from_s=w0, window_to_s=w1)
-            fp = FixedIntervalPlanner(web, iv, random.Random(f"{p.seed}:phase:{name}"), p.period_s)
-            with _collector_paused():
-                r = drive(web, fp, p, m, random.Random(f"{p.seed}:fetch:{name}"))
-            fr, ag = m.close()
-            extra.append(figures(name, fr, ag, web.importance, web.tier, window, r.fetches / days))
     uniform, optimal = refs
     return Comparison(
-        seed=p.seed, courtly=courtly, uniform=uniform, optimal=optimal, extra=tuple(extra),
+        seed=p.seed, courtly=courtly, uniform=uniform, optimal=optimal, extra=(),
         ratio=courtly.freshness_w / optimal.freshness_w if optimal.freshness_w else math.nan,
         ratio_plain=courtly.freshness / optimal.freshness if optimal.freshness else math.nan,
-        wall_s=_wall.perf_counter() - started, drive_s=run.wall_s,
+        wall_s=_wall.perf_counter() - started, drive_s=drive_s,
         cpu_s=_wall.process_time() - cpu_started, fetches=run.fetches,
         failures=run.failures, not_modified=run.not_modified,
-        multiplier=planner.scheduler.multiplier, report=tuple(planner.scheduler.report()))
+        multiplier=run.multiplier, report=run.report, tiers=run.tiers)

@@ -1,32 +1,34 @@
-"""Freshness from the real runtime: `courtly sim --runtime` crawls the model
-web of sim/virtual.py with the real `Crawler` (intent search) in virtual time.
+"""Freshness from the real runtime: `courtly sim` crawls the model web of
+sim/virtual.py with the real `Crawler` (intent search) in virtual time.
 
 Theory of operation
 -------------------
 The model web of the seed (`build_web`) is served by `ModelFetcher`: every
 page answers 200 with an ETag naming its version, or 304 when the crawler's
 If-None-Match names the live version; the versions come from the same
-`FreshnessMeter` that sim/virtual.py's `drive` uses (its changes are
-Poisson, drawn at each sync), and every 200/304 answer syncs the page in it.
+`FreshnessMeter` (sim/freshness.py: its changes are Poisson, drawn at each
+sync), and every 200/304 answer syncs the page in it.
 A seeded share of answers fail (half 500, half 503), and each answer takes a
 seeded log-normal time. robots.txt is 404 everywhere.
 
 The runtime gets every page as a seed (so discovery fetches each once, from
-t = 0, where `drive` starts with every page just fetched), the model's
-importance as its `recrawl.importance_file`, `SimParams.budget` as its daily
-budget, and runs for `days` of virtual time on a `VirtualLoop`
-(sim/vloop.py): its own recrawl scheduler, frontier, politeness, commit
-loop and SQLite store, nothing re-implemented. The meter then gives the same
-figures as for `drive`, so the two rows can be set side by side.
+t = 0), the model's importance as its `recrawl.importance_file`,
+`SimParams.budget` as its daily budget (which pays for that discovery too:
+the figures start after `warmup_days`, and the fetches per day are counted
+in the same window), and runs for `days` of virtual time on a `VirtualLoop`
+(sim/vloop.py): its own recrawl scheduler, tiers, frontier, politeness,
+commit loop and SQLite store, nothing re-implemented.
 
-Rules: the runtime's tiers come from its own rules (depth: every seed is a
-top-tier page), not from the model's tiers; the figures are computed over
-the model's tiers and importance, as for the other rows.
+Rules: the runtime's tiers come from its own rules (the importance file and
+the budget, runtime/recrawl_tiers.py), not from the model's tiers; the
+figures are computed over the model's tiers and importance, as for the
+reference rows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import random
@@ -40,9 +42,10 @@ from courtly.shell.store.sqlite import SqliteStore
 from courtly.sim.freshness import DAY_S, FreshnessMeter, PolicyFigures, figures
 from courtly.sim.rtweb import SimExtractor, SimWarc
 from courtly.sim.virtual import ModelWeb, SimParams, build_web, courtly_policy
+from typing import Callable, NamedTuple
 from courtly.sim.vloop import VirtualClock, VirtualLoop, run_virtual
 
-__all__ = ["ModelFetcher", "runtime_figures"]
+__all__ = ["ModelFetcher", "RuntimeRun", "runtime_figures"]
 
 T0 = 1_700_000_000.0
 COMMIT_INTERVAL_S = 60.0     # days of virtual time: a commit a minute, not every 0.5 s
@@ -51,16 +54,23 @@ COMMIT_INTERVAL_S = 60.0     # days of virtual time: a commit a minute, not ever
 class ModelFetcher:
     """Answers the model web's pages from the meter's versions (see the module doc)."""
 
-    def __init__(self, web: ModelWeb, meter: FreshnessMeter, clock: VirtualClock, p: SimParams) -> None:
+    def __init__(self, web: ModelWeb, meter: FreshnessMeter, clock: VirtualClock, p: SimParams,
+                 on_day: Callable[[int], None] | None = None, log: list | None = None) -> None:
         self.web, self.meter, self.clock, self.p = web, meter, clock, p
         self.rng = random.Random(f"{p.seed}:runtime-fetch")
-        self.fetches = self.failures = self.not_modified = 0
+        self.fetches = self.failures = self.not_modified = self.in_window = 0
+        self.on_day, self.log, self.day = on_day, log, -1
 
     async def fetch(self, url: str, *, ip: str | None = None, headers=None) -> FetchResult:
         sent = self.clock.now()
         await asyncio.sleep(self.rng.lognormvariate(math.log(self.p.latency_s_median), self.p.latency_sigma))
         t = self.clock.now() - T0
+        if self.on_day is not None and t // DAY_S > self.day:
+            self.day = int(t // DAY_S)
+            self.on_day(self.day)
         status, head, body = self._answer(url, t, headers or {})
+        if self.log is not None:   # (host, sent, answered, status): the politeness test reads it
+            self.log.append((url.split("/")[2], sent - T0, t, status))
         return FetchResult(url=url, ip=ip or "", status=status, request_head=b"", response_head=b"",
                            headers=head, body=body, content=body, truncated=None, started_at=sent,
                            elapsed_s=self.clock.now() - sent)
@@ -70,6 +80,7 @@ class ModelFetcher:
         if i is None:    # robots.txt, the soft-404 probe
             return 404, {"content-type": "text/html"}, b"<html><body>not found</body></html>"
         self.fetches += 1
+        self.in_window += self.meter.w0 <= t <= self.meter.w1
         u = self.rng.random()
         if u < self.p.failure_rate:
             self.failures += 1
@@ -100,13 +111,29 @@ def _config(p: SimParams, importance_file: Path) -> Config:
     return cfg.replace("store", commit_interval_s=COMMIT_INTERVAL_S)
 
 
-def runtime_figures(p: SimParams) -> tuple[PolicyFigures, ModelFetcher]:
-    """Crawl the model web of `p` with the real runtime; its freshness figures."""
+class RuntimeRun(NamedTuple):
+    """What the crawl did besides its figures."""
+
+    fetches: int            # page fetches in all (discovery included)
+    failures: int
+    not_modified: int
+    in_window: int          # page fetches inside the figures' window
+    multiplier: float | None
+    report: tuple           # the scheduler's DayTierStats rows
+    tiers: tuple[int, ...]  # pages per runtime tier at the end
+
+
+def runtime_figures(p: SimParams, *, on_day: Callable[[int], None] | None = None,
+                    log: list | None = None) -> tuple[PolicyFigures, RuntimeRun]:
+    """Crawl the model web of `p` with the real runtime; its freshness figures.
+    `on_day(day)` is called as each virtual day's first fetch is answered;
+    `log`, if given, receives (host, sent_s, answered_s, status) per fetch."""
     policy = courtly_policy(p)
     web = build_web(p, len(policy.tiers))
     w0, w1 = p.warmup_days * DAY_S, p.days * DAY_S
     meter = FreshnessMeter(web.rate.tolist(), random.Random(f"{p.seed}:changes"), window_from_s=w0, window_to_s=w1)
     fetcher: list[ModelFetcher] = []
+    done: list[RuntimeRun] = []
     with tempfile.TemporaryDirectory(prefix="courtly-rtfresh-") as tmp:
         folder = Path(tmp)
         importance = folder / "importance.tsv"
@@ -115,7 +142,7 @@ def runtime_figures(p: SimParams) -> tuple[PolicyFigures, ModelFetcher]:
 
         async def crawl(loop: VirtualLoop) -> None:
             clock = VirtualClock(loop)
-            f = ModelFetcher(web, meter, clock, p)
+            f = ModelFetcher(web, meter, clock, p, on_day, log)
             fetcher.append(f)
             store = SqliteStore(folder / "crawl.db")
             try:
@@ -126,6 +153,12 @@ def runtime_figures(p: SimParams) -> tuple[PolicyFigures, ModelFetcher]:
                 await c.run()
                 if c.fatal is not None:
                     raise c.fatal
+                s = c.recrawl.scheduler
+                placer = c.recrawl.placer
+                day0 = int(T0 // DAY_S)   # the report's (UTC) days count from the one the crawl starts in
+                report = tuple(dataclasses.replace(r, day=r.day - day0) for r in s.report())
+                done.append(RuntimeRun(f.fetches, f.failures, f.not_modified, f.in_window, s.multiplier,
+                                       report, tuple(placer.counts) if placer else (len(s),)))
             finally:
                 store.close()
 
@@ -136,5 +169,5 @@ def runtime_figures(p: SimParams) -> tuple[PolicyFigures, ModelFetcher]:
         finally:
             logging.getLogger("courtly").setLevel(level)
     fresh, age = meter.close()
-    f = fetcher[0]
-    return figures("courtly (real runtime)", fresh, age, web.importance, web.tier, w1 - w0, f.fetches / p.days), f
+    run = done[0]
+    return figures("courtly", fresh, age, web.importance, web.tier, w1 - w0, run.in_window * DAY_S / (w1 - w0)), run
