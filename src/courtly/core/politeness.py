@@ -64,7 +64,7 @@ import datetime
 import email.utils
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from courtly.core.health import Effect, FailureKind, Health, Signal, failure_kind, step
 from courtly.core.keymemory import SCAN_MAX, sweep
@@ -259,6 +259,10 @@ class Politeness:
 
     def known_keys(self) -> list[str]:
         return list(self._keys)
+
+    def holds(self, key: str) -> bool:
+        """`key`'s state is in memory (False: never seen, or evicted)."""
+        return key in self._keys
 
     @property
     def key_count(self) -> int:
@@ -581,10 +585,25 @@ class Politeness:
         to save. Idle: nothing in flight, not `busy` (queued URLs, a lock), past
         its next fetch instant and its back-off (a lost snapshot could not
         make a request early)."""
+        idle = self._idle_key(now, busy)
+        return [(k, st.snapshot()) for k, st in sweep(self._keys, keep, idle, scan_max)]
+
+    def forget_idle(self, keys: Iterable[str], now: float, busy: Callable[[str], bool]) -> int:
+        """Forget the idle ones of `keys` without a snapshot (their partition
+        went to another worker, who reads them from the store and holds them
+        one delay); returns how many."""
+        idle = self._idle_key(now, busy)
+        gone = [k for k in keys if (st := self._keys.get(k)) is not None and idle(k, st)]
+        for k in gone:
+            del self._keys[k]
+        return len(gone)
+
+    @staticmethod
+    def _idle_key(now: float, busy: Callable[[str], bool]) -> Callable[[str, KeyState], bool]:
         def idle(key: str, st: KeyState) -> bool:
             return (not st.in_flight and now >= st.next_fetch_at and now >= st.backoff_until
                     and not busy(key))
-        return [(k, st.snapshot()) for k, st in sweep(self._keys, keep, idle, scan_max)]
+        return idle
 
     def evict_idle_ips(self, now: float, keep: int, scan_max: int = SCAN_MAX) -> int:
         """Forget idle IPs beyond `keep`; returns how many. Idle: nothing in

@@ -165,6 +165,12 @@ class Partitions:
         """The keys queued here for `partition`, forgotten (it was lost)."""
         return self._keys_of.pop(partition, set())
 
+    def evicted(self, key: str) -> None:
+        """`key`'s state left memory (runtime/keymemory): it is new here when it returns."""
+        keys = self._keys_of.get(self.partition(key))
+        if keys is not None:
+            keys.discard(key)
+
     def hold(self, until: float) -> None:
         """Keys new here from now on wait until `until` (a take-over)."""
         self._hold_until = max(self._hold_until, until)

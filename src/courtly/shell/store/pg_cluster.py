@@ -9,7 +9,8 @@ whose module doc describes the protocol); it uses the store's `_one`,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 import asyncpg
 
 from courtly.core.lease import LeaseRecord
@@ -238,6 +239,19 @@ class ClusterMixin:
         rows = await self._one("fetch", "SELECT DISTINCT ON (partition) partition, url FROM urls"
                                " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
         return {r[0]: r[1] for r in rows}
+
+    async def hosts_of(self, keys: Sequence[str]) -> dict[str, dict]:
+        """The saved politeness state of `keys` that have one (a worker reads
+        evicted keys back when they return: runtime/keyreadback.py)."""
+        rows = await self._one("fetch", "SELECT key, state::text FROM hosts WHERE key = ANY($1::text[])",
+                               sorted(set(keys)))
+        return {k: json.loads(v) for k, v in rows}
+
+    async def robots_for(self, origins: Sequence[str]) -> dict[str, dict]:
+        """The saved robots.txt state of `origins` that have one."""
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots WHERE origin = ANY($1::text[])",
+                               sorted(set(origins)))
+        return {k: json.loads(v) for k, v in rows}
 
     async def workers(self) -> list[tuple[str, float, float, str]]:
         """(worker id, seconds since it started, seconds since its last heartbeat, region)."""

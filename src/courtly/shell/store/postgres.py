@@ -513,8 +513,8 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
                                " WHERE $1::int[] IS NULL OR partition = ANY($1)", ids)
         return {k: json.loads(v) for k, v in rows}
 
-    async def robots(self) -> dict[str, dict]:
-        rows = await self._one("fetch", "SELECT origin, state::text FROM robots")
+    async def robots(self, limit: int | None = None) -> dict[str, dict]:
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots LIMIT $1", limit)
         return {k: json.loads(v) for k, v in rows}
 
     async def iter_digests(self) -> AsyncIterator[tuple]:
