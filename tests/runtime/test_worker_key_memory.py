@@ -82,7 +82,7 @@ def _visit(w: Worker, key: str, t: float) -> None:
 
 
 def _claim(w: Worker, pg: _Pg, key: str) -> None:
-    pg.to_claim = [(f"https://{key}/page", key, 4, 1, 0, None, 0)]
+    pg.to_claim = [(f"https://{key}/page", key, 4, 1, 0, None, 0, False)]
     asyncio.run(w._claim())
 
 

@@ -142,7 +142,7 @@ class Crawler:
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
         self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
         self.rules = rules_of(cfg)   # recorded by the crawl folder (runtime/normalization)
-        self.admission = Admission(self, routes=self.tenancy.routes)
+        self.admission = Admission(self, routes=self.tenancy.routes, judges=self.tenancy.judges)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
         # the watch list (intent monitor); wiring attaches its store

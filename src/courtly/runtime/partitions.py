@@ -46,6 +46,7 @@ class WorkerStats:
     ip_waits: int = 0
     readopted: int = 0          # partitions adopted again by the safety net (see Worker._sweep)
     not_sent: int = 0           # requests the last-moment gate stopped
+    refused_claims: int = 0     # claimed URLs the owner's trap guard or budget refused (each with a decision)
     extra: dict = field(default_factory=dict)
 
 
@@ -135,6 +136,13 @@ class Partitions:
 
     def may_send(self, tenure: Tenure, now: float) -> bool:
         return self.own.may_fetch(tenure.partition, tenure.epoch, now)
+
+    def judges(self, url: str, via: str) -> bool:
+        """A URL found on a page of its own partition is judged by the trap
+        guard of the worker that fetched the page (its owner); any other (or
+        a seed) by its owner when it claims it, with its own counts of the
+        key: each URL is counted once, by the trap guard that keeps the key."""
+        return bool(via) and self.partition_of_url(url) == self.partition_of_url(via)
 
     def gate(self, tenure: Tenure):
         p, epoch = tenure

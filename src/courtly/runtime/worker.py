@@ -291,7 +291,7 @@ class Worker:
         self.wstats.claims += 1
         await self.readback.before_queue((r[1], r[0]) for r in rows)   # keys evicted here come back first
         now = self.clock.now()
-        for url, key, band, depth, redirects, via, attempts in rows:
+        for url, key, band, depth, redirects, via, attempts, judged in rows:
             p = self.parts.partition(key)
             claimed = self._claimed.get(p)
             if claimed is None or self.own.epoch(p) is None or url in claimed:
@@ -299,9 +299,15 @@ class Worker:
             claimed.add(url)
             e.seen.add(url)
             e.admission.remember(url)
+            item = UrlItem(url=url, key=key, band=band, depth=depth, via=via or "", redirects=redirects)
+            if not (judged or attempts):    # routed in unjudged: the owner's trap guard and budget first
+                item = e.admission.judge_claimed(item, now)
+                if item is None:
+                    self.wstats.refused_claims += 1    # its decision is in the batch
+                    continue
             if attempts:
                 e.attempts[url] = attempts
-            e.queue(UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects), now)
+            e.queue(item, now)
             self.wstats.claimed += 1
         return len(rows)
 

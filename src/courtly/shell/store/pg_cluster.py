@@ -133,7 +133,7 @@ class ClusterMixin:
                         await self._fence(conn, {partition}, {partition: epoch})
                         await conn.execute("DELETE FROM inbox WHERE partition = $1", partition)
                         status = await conn.execute(
-                            "INSERT INTO inbox (partition, url) SELECT partition, url FROM urls"
+                            "INSERT INTO inbox (partition, url, judged) SELECT partition, url, true FROM urls"
                             " WHERE partition = $1 AND state = 'queued' ORDER BY band, discovered_at",
                             partition)
                     self.statements += 5
@@ -144,8 +144,9 @@ class ClusterMixin:
 
     async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[tuple]:
         """Take up to `limit` new queued URLs of the held partitions from the inbox:
-        (url, key, band, depth, redirects, via, attempts) like `iter_queued`.
-        Fenced: a partition whose epoch moved yields nothing."""
+        (url, key, band, depth, redirects, via, attempts) like `iter_queued`,
+        then `judged` (the owner's trap guard saw it before: an adoption's
+        or an operator's requeue). Fenced: a partition whose epoch moved yields nothing."""
         items = sorted(partition_epochs.items())
         if not items or limit <= 0:
             return []
@@ -157,15 +158,15 @@ class ClusterMixin:
                 SELECT i.id FROM inbox i WHERE i.partition IN (SELECT id FROM ok)
                  LIMIT $3 FOR UPDATE SKIP LOCKED
             ), gone AS (
-                DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url
+                DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url, i.judged
             )
-            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts, u.partition
+            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts, gone.judged, u.partition
               FROM gone JOIN urls u ON u.url = gone.url WHERE u.state = 'queued' ORDER BY gone.id""",
             [p for p, _ in items], [e for _, e in items], limit)
         if self.layout is not None:
             for r in rows:
-                self._learn(r[1], r[7])     # the key's partition as its URL row has it (pg_region)
-        return [tuple(r)[:7] for r in rows]
+                self._learn(r[1], r[8])     # the key's partition as its URL row has it (pg_region)
+        return [tuple(r)[:8] for r in rows]
 
     async def queue_sizes(self) -> dict[int, int]:
         """partition -> URLs waiting in its inbox (status page)."""

@@ -26,6 +26,10 @@ Versions:
      the regions that refuse it, the probe slot), `probes` (requests made
      from each region to choose a home) and `workers.region`. Additive only
      (IF NOT EXISTS), so it commutes with other branches' migrations.
+  6. `inbox.judged`: the owner's trap guard judged the URL already (its
+     partition's inbox rebuilt at an adoption, or requeued by an operator),
+     so a claim does not count it again (runtime/admission `judge_claimed`).
+     Additive only (IF NOT EXISTS): renumbering is safe.
 """
 
 from __future__ import annotations
@@ -238,8 +242,11 @@ CREATE INDEX IF NOT EXISTS probes_key ON probes (key);
 ALTER TABLE workers ADD COLUMN IF NOT EXISTS region text NOT NULL DEFAULT '';
 """
 
+# the owner's trap guard judged an inbox row's URL already (runtime/admission.judge_claimed)
+_V_JUDGED = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS judged boolean NOT NULL DEFAULT false;\n"
+
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),
-                                               (5, _V_REGIONS))
+                                               (5, _V_REGIONS), (6, _V_JUDGED))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -564,7 +564,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
                  WHERE key = $1 AND state = 'skipped' AND reason = $2
                    AND ($3::text IS NULL OR starts_with(detail, $3))
                 RETURNING partition, url
-            ), q AS (INSERT INTO inbox (partition, url) SELECT partition, url FROM up)
+            ), q AS (INSERT INTO inbox (partition, url, judged) SELECT partition, url, true FROM up)
             SELECT count(*) FROM up""", key, reason, rule or None)
         return rows[0][0]
 
