@@ -24,27 +24,19 @@ politeness and robots book).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable
 
 from courtly.core.origin import origin_text_of_normalized
 from courtly.core.politeness import Politeness
 from courtly.core.robots import Phase, RobotsBook
-from courtly.ports import Batch
+from courtly.ports import Batch, SharedHostState
 from courtly.runtime.keymemory import KeyMemory
 
-__all__ = ["KeyReadBack", "SavedKeyReads"]
-
-
-class SavedKeyReads(Protocol):
-    """The shared store's reads of saved keys and origins (shell/store/pg_cluster.py)."""
-
-    async def hosts_of(self, keys: list[str]) -> dict[str, dict]: ...
-
-    async def robots_for(self, origins: list[str]) -> dict[str, dict]: ...
+__all__ = ["KeyReadBack"]
 
 
 class KeyReadBack:
-    def __init__(self, store: SavedKeyReads, memory: KeyMemory, politeness: Politeness, robots: RobotsBook,
+    def __init__(self, store: SharedHostState, memory: KeyMemory, politeness: Politeness, robots: RobotsBook,
                  unwritten: Callable[[], Iterable[Batch]]) -> None:
         self._store = store
         self._memory = memory

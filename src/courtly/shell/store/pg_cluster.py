@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import asyncpg
 
 from courtly.core.lease import LeaseRecord
+from courtly.ports import ClaimedRow
 from courtly.shell.store.pg_coalesce import ACQUIRE_SQL, RELEASE_SQL, Coalescer
 from courtly.shell.store.pg_schema import NOW_SQL as _NOW
 from courtly.shell.store.sqlite import StoreError
@@ -142,7 +143,7 @@ class ClusterMixin:
                 await asyncio.sleep(0.01 * (attempt + 1))
         raise StoreError(f"could not adopt partition {partition}: too many conflicts")
 
-    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[tuple]:
+    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[ClaimedRow]:
         """Take up to `limit` new queued URLs of the held partitions from the inbox:
         (url, key, band, depth, redirects, via, attempts) like `iter_queued`,
         then `judged` (the owner's trap guard saw it before: an adoption's
@@ -166,7 +167,7 @@ class ClusterMixin:
         if self.layout is not None:
             for r in rows:
                 self._learn(r[1], r[8])     # the key's partition as its URL row has it (pg_region)
-        return [tuple(r)[:8] for r in rows]
+        return [ClaimedRow(*tuple(r)[:8]) for r in rows]
 
     async def queue_sizes(self) -> dict[int, int]:
         """partition -> URLs waiting in its inbox (status page)."""

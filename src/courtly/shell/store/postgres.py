@@ -68,7 +68,7 @@ from typing import Any
 
 import asyncpg
 
-from courtly.ports import Batch
+from courtly.ports import Batch, HistoryRow, SimhashRow
 from courtly.shell.store.pg_cluster import RETRIES, RETRYABLE, ClusterMixin
 from courtly.shell.store.pg_region import RegionMixin, key_hash
 from courtly.ports import StaleEpochError, StoreUnavailableError
@@ -522,7 +522,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
                                    " WHERE $1::text IS NULL OR digest > $1 ORDER BY digest LIMIT $2", 0):
             yield r
 
-    async def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
+    async def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[HistoryRow]:
         """(url, host, tier, depth, history) of the recrawl histories, by URL
         (partition by partition when `partitions` are given: index
         histories_partition)."""
@@ -530,9 +530,9 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
         for p in _each(partitions):
             async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
                                        + " ORDER BY url LIMIT $2", 0, *(() if p is None else (p,))):
-                yield r
+                yield HistoryRow(*r)
 
-    async def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
+    async def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[SimhashRow]:
         """(doc_id, fp, scope) in insertion order (partition by partition when
         `partitions` are given: index simhashes_partition; a host's rows are
         all in its key's partition, so each scope keeps its order)."""
@@ -540,7 +540,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
         for p in _each(partitions):
             async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
                                        + " ORDER BY id LIMIT $2", 3, *(() if p is None else (p,)), start=0):
-                yield r[:3]
+                yield SimhashRow(*r[:3])
 
     async def fetches_by_day(self) -> list[tuple]:
         rows = await self._one("fetch", "SELECT floor(at / 86400)::int AS day, kind, count(*) FROM fetches"
