@@ -52,7 +52,7 @@ class Admission:
         it (`judge_claimed`), with its own counts of the key."""
         self.c = crawler
         self._routes = routes
-        self._judges = judges
+        self._judges = judges if routes else None   # one machine judges every URL it finds
         self._pending: set[str] = set()     # admitted since the last commit
         # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat
         # their navigation links, so most duplicates are recent ones and skip
