@@ -127,6 +127,20 @@ def test_a_returning_key_gets_its_delay_and_robots_copy_back_and_is_not_fetched_
     assert pol.ready_at("back.example", clock.t + 1) >= clock.t + 0.5 + CRAWL_DELAY_S
 
 
+def test_a_key_with_urls_queued_keeps_its_robots_copy_in_memory_past_the_bound():
+    w, pg, clock = _worker()
+    robots = w.engine.robots
+    _visit(w, "queued.example", clock.t)
+    clock.t += CRAWL_DELAY_S + 1
+    _claim(w, pg, "queued.example")     # a URL waits in the frontier: robots.txt is asked before it is fetched
+    for i in range(10):
+        _visit(w, f"k{i}.example", clock.t)
+        clock.t += CRAWL_DELAY_S + 1
+        assert asyncio.run(w.flush())
+    assert robots.phase("https://queued.example") is Phase.FRESH and w.engine.politeness.holds("queued.example")
+    assert len(robots) <= KEYS_MAX + 1
+
+
 def test_a_key_evicted_into_a_batch_the_store_has_not_taken_is_read_back_from_that_batch():
     w, pg, clock = _worker()
     pol = w.engine.politeness

@@ -119,7 +119,7 @@ class Crawler:
         c = cfg.crawl
         self.rng = random.Random(c.seed)
         self.frontier = Frontier(self.rng, batch_max=c.batch_max, lease_s=c.lease_s)
-        self.key_memory = KeyMemory(cfg.frontier.key_states_max, store)   # idle keys evicted, read back
+        self.key_memory = KeyMemory(cfg.frontier.key_states_max, store, c.politeness_key)   # evicted, read back
         p = cfg.politeness
         self.politeness = Politeness(
             # the config section's keys of the same name (the rest keep core's defaults)

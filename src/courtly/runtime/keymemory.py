@@ -42,6 +42,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 from courtly.core.ban import BanWatch
 from courtly.core.politeness import Politeness
 from courtly.core.robots import Phase, RobotsBook
+from courtly.core.urls import UrlError, politeness_key, split_origin
 from courtly.ports import Batch
 
 __all__ = ["KeyMemory", "SavedKeys"]
@@ -60,11 +61,12 @@ class SavedKeys(Protocol):
 
 
 class KeyMemory:
-    def __init__(self, keys_max: int, store: SavedKeys) -> None:
+    def __init__(self, keys_max: int, store: SavedKeys, key_mode: str = "domain") -> None:
         if keys_max < 1:
             raise ValueError("key_states_max must be >= 1")
         self.keys_max = keys_max
         self._store = store
+        self._key_mode = key_mode   # crawl.politeness_key: an origin's key, for `busy`
         self.evicted = 0      # keys, IPs and origins evicted so far
         self.read_back = 0    # keys and origins read back from the store
         self._left_saved = False   # a resume left saved state in the store only
@@ -128,7 +130,9 @@ class KeyMemory:
               evicted: Callable[[str], None] | None = None) -> int:
         """Evict idle state beyond the bound into `batch` (committed next);
         returns how many entries were evicted. `evicted` hears each key whose
-        politeness state left memory."""
+        politeness state left memory. The robots.txt copy of an origin whose
+        key is busy stays (it is asked before the key's next request: a
+        worker could not read it back then)."""
         keep = self.keys_max
         n = 0
         for key, snap in politeness.evict_idle(now, keep, busy):
@@ -136,7 +140,13 @@ class KeyMemory:
             n += 1
             if evicted is not None:
                 evicted(key)
-        for origin, snap in robots.evict_idle(keep):
+        def origin_busy(origin: str) -> bool:
+            try:
+                return busy(politeness_key(split_origin(origin).host, self._key_mode))
+            except UrlError:
+                return False
+
+        for origin, snap in robots.evict_idle(keep, busy=origin_busy):
             batch.robots[origin] = snap
             n += 1
         n += politeness.evict_idle_ips(now, keep)
