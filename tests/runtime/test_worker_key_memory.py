@@ -204,7 +204,7 @@ def test_postgres_reads_saved_hosts_and_robots_by_key_and_bounds_the_robots_read
             await store.apply(b, partition_epochs=await store.acquire_many(range(8), "w1", 60.0))
             return (await store.hosts_of(["a.example", "nope.example"]),
                     await store.robots_for(["https://b.example", "https://nope.example"]),
-                    len(await store.robots(1)), len(await store.robots()))
+                    len(await store.robots_first(1)), len(await store.robots_first(10)))
         finally:
             await store.close()
     hosts, robots, one, every = asyncio.run(body())

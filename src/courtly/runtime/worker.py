@@ -69,7 +69,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from courtly.core.types import UrlItem
-from courtly.ports import Batch, ClusterStore, StaleEpochError, StoreUnavailableError
+from courtly.ports import Batch, StaleEpochError, StoreUnavailableError
 from courtly.runtime.cluster_monitor import ClusterWatches
 from courtly.runtime.crawler import Crawler, CrawlStats
 from courtly.runtime.distribution import Deployment
@@ -126,7 +126,7 @@ class _Histories:
 class Worker:
     """A crawl engine with the cluster strategies, its claim loop and its leases."""
 
-    def __init__(self, cfg, *, clock, resolver, fetcher, warc, store: ClusterStore, extractor, worker_id: str,
+    def __init__(self, cfg, *, clock, resolver, fetcher, warc, store, extractor, worker_id: str,
                  exit_when_done: bool = False, watches=None) -> None:
         if store.partitions is None:
             raise ValueError("the database has no crawl: run `courtly submit` first")
@@ -458,7 +458,7 @@ class Worker:
             import json
 
             e.admission.set_seeds(json.loads(seeds))
-        e.key_memory.take_robots(await self.pg.robots(e.key_memory.keys_max + 1), e.robots)   # the rest read back
+        e.key_memory.take_robots(await self.pg.robots_first(e.key_memory.keys_max + 1), e.robots)   # rest: read back
         e.takedowns.take_up(await self.pg.purges(0), self.clock.now(), at_start=True)
         await self.defence.start()
         await self.pg.register(self.worker_id)

@@ -134,7 +134,7 @@ class ClusterMixin:
                         await self._fence(conn, {partition}, {partition: epoch})
                         await conn.execute("DELETE FROM inbox WHERE partition = $1", partition)
                         status = await conn.execute(
-                            "INSERT INTO inbox (partition, url, judged) SELECT partition, url, true FROM urls"
+                            "INSERT INTO inbox (partition, url) SELECT partition, url FROM urls"
                             " WHERE partition = $1 AND state = 'queued' ORDER BY band, discovered_at",
                             partition)
                     self.statements += 5
@@ -146,8 +146,9 @@ class ClusterMixin:
     async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[ClaimedRow]:
         """Take up to `limit` new queued URLs of the held partitions from the inbox:
         (url, key, band, depth, redirects, via, attempts) like `iter_queued`,
-        then `judged` (the owner's trap guard saw it before: an adoption's
-        or an operator's requeue). Fenced: a partition whose epoch moved yields nothing."""
+        then `judged` (false only for a URL just discovered: an adoption's or
+        an operator's requeue was judged before). Fenced: a partition whose
+        epoch moved yields nothing."""
         items = sorted(partition_epochs.items())
         if not items or limit <= 0:
             return []
@@ -247,6 +248,12 @@ class ClusterMixin:
         evicted keys back when they return: runtime/keyreadback.py)."""
         rows = await self._one("fetch", "SELECT key, state::text FROM hosts WHERE key = ANY($1::text[])",
                                sorted(set(keys)))
+        return {k: json.loads(v) for k, v in rows}
+
+    async def robots_first(self, limit: int) -> dict[str, dict]:
+        """At most `limit` saved robots.txt states (a worker's start: the
+        others are read back as their origins return)."""
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots LIMIT $1", limit)
         return {k: json.loads(v) for k, v in rows}
 
     async def robots_for(self, origins: Sequence[str]) -> dict[str, dict]:

@@ -26,10 +26,12 @@ Versions:
      the regions that refuse it, the probe slot), `probes` (requests made
      from each region to choose a home) and `workers.region`. Additive only
      (IF NOT EXISTS), so it commutes with other branches' migrations.
-  6. `inbox.judged`: the owner's trap guard judged the URL already (its
-     partition's inbox rebuilt at an adoption, or requeued by an operator),
-     so a claim does not count it again (runtime/admission `judge_claimed`).
-     Additive only (IF NOT EXISTS): renumbering is safe.
+  7. `inbox.judged`: false only for a URL just discovered (postgres.py's
+     insert of new URLs); a row an adoption rebuilt or an operator requeued
+     takes the default, true: the owner's trap guard judged it before, so a
+     claim does not count it again (runtime/admission `judge_claimed`).
+     Additive only (IF NOT EXISTS): renumbering is safe. (Version 6 is
+     another branch's; a gap in the numbers is fine for `migrate`.)
 """
 
 from __future__ import annotations
@@ -243,10 +245,10 @@ ALTER TABLE workers ADD COLUMN IF NOT EXISTS region text NOT NULL DEFAULT '';
 """
 
 # the owner's trap guard judged an inbox row's URL already (runtime/admission.judge_claimed)
-_V_JUDGED = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS judged boolean NOT NULL DEFAULT false;\n"
+_V_JUDGED = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS judged boolean NOT NULL DEFAULT true;\n"
 
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),
-                                               (5, _V_REGIONS), (6, _V_JUDGED))
+                                               (5, _V_REGIONS), (7, _V_JUDGED))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

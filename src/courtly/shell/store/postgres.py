@@ -68,7 +68,7 @@ from typing import Any
 
 import asyncpg
 
-from courtly.ports import Batch, HistoryRow, SimhashRow
+from courtly.ports import Batch
 from courtly.shell.store.pg_cluster import RETRIES, RETRYABLE, ClusterMixin
 from courtly.shell.store.pg_region import RegionMixin, key_hash
 from courtly.ports import StaleEpochError, StoreUnavailableError
@@ -179,7 +179,7 @@ WITH t AS (
         band = excluded.band, depth = excluded.depth, via = excluded.via, reason = NULL, detail = NULL
      WHERE u.state = 'skipped' AND u.reason = 'nofollow'   -- refused as nofollow, followed elsewhere
     RETURNING u.url, u.partition
-), q AS (INSERT INTO inbox (partition, url) SELECT partition, url FROM up)
+), q AS (INSERT INTO inbox (partition, url, judged) SELECT partition, url, false FROM up)   -- new: unjudged
 SELECT url FROM up"""
 
 _DECISIONS = """
@@ -513,8 +513,8 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
                                " WHERE $1::int[] IS NULL OR partition = ANY($1)", ids)
         return {k: json.loads(v) for k, v in rows}
 
-    async def robots(self, limit: int | None = None) -> dict[str, dict]:
-        rows = await self._one("fetch", "SELECT origin, state::text FROM robots LIMIT $1", limit)
+    async def robots(self) -> dict[str, dict]:
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots")
         return {k: json.loads(v) for k, v in rows}
 
     async def iter_digests(self) -> AsyncIterator[tuple]:
@@ -522,7 +522,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
                                    " WHERE $1::text IS NULL OR digest > $1 ORDER BY digest LIMIT $2", 0):
             yield r
 
-    async def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[HistoryRow]:
+    async def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
         """(url, host, tier, depth, history) of the recrawl histories, by URL
         (partition by partition when `partitions` are given: index
         histories_partition)."""
@@ -530,9 +530,9 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
         for p in _each(partitions):
             async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
                                        + " ORDER BY url LIMIT $2", 0, *(() if p is None else (p,))):
-                yield HistoryRow(*r)
+                yield r
 
-    async def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[SimhashRow]:
+    async def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple]:
         """(doc_id, fp, scope) in insertion order (partition by partition when
         `partitions` are given: index simhashes_partition; a host's rows are
         all in its key's partition, so each scope keeps its order)."""
@@ -540,7 +540,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
         for p in _each(partitions):
             async for r in self._pages(sql + (" AND partition = $3" if p is not None else "")
                                        + " ORDER BY id LIMIT $2", 3, *(() if p is None else (p,)), start=0):
-                yield SimhashRow(*r[:3])
+                yield r[:3]
 
     async def fetches_by_day(self) -> list[tuple]:
         rows = await self._one("fetch", "SELECT floor(at / 86400)::int AS day, kind, count(*) FROM fetches"
@@ -564,7 +564,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin):
                  WHERE key = $1 AND state = 'skipped' AND reason = $2
                    AND ($3::text IS NULL OR starts_with(detail, $3))
                 RETURNING partition, url
-            ), q AS (INSERT INTO inbox (partition, url, judged) SELECT partition, url, true FROM up)
+            ), q AS (INSERT INTO inbox (partition, url) SELECT partition, url FROM up)
             SELECT count(*) FROM up""", key, reason, rule or None)
         return rows[0][0]
 
