@@ -69,7 +69,8 @@ def _config(args, allowed, hosts_file: Path) -> str:
             f"ip_concurrency = {args.ip_concurrency}\n"
             f"[fetch]\ntotal_s = 20.0\n[network]\nallow = {json.dumps(allowed)}\n"
             f"hosts_file = \"{hosts_file}\"\n"
-            "[distributed]\nheartbeat_s = 1.0\nlive_s = 3.0\nrebalance_s = 1.0\nclaim_s = 0.2\n")
+            + (f"[frontier]\nkey_states_max = {args.key_states_max}\n" if args.key_states_max else "")
+            + "[distributed]\nheartbeat_s = 1.0\nlive_s = 3.0\nrebalance_s = 1.0\nclaim_s = 0.2\n")
 
 
 async def _db(dsn: str, sql: str):
@@ -188,7 +189,15 @@ def run_one(pg, web, tmp: Path, n: int, args) -> dict:
             "statements": statements, "probe_s": probe_s, "by_region": by_region, "misplaced": misplaced,
             "xacts": int(xact1 - xact0), "violations": len(report.violations), "lost": lost,
             "readopted": readopted,
-            "duplicates": sum(report.duplicate_fetches.values()), "report": report}
+            "duplicates": sum(report.duplicate_fetches.values()), "report": report,
+            "robots": _robots_requests(web)}
+
+
+def _robots_requests(web) -> int:
+    """robots.txt requests in the server's log (one per origin unless a copy expired or was lost)."""
+    from courtly.sim.reqlog import load_log
+
+    return sum(1 for r in load_log(web.log_file) if r.path == "/robots.txt")
 
 
 def _regions_of(dsn: str, web, args) -> tuple[dict[str, int], int]:
@@ -259,6 +268,9 @@ def main() -> int:
                     help="two or more regions, e.g. us,eu (default: one region)")
     ap.add_argument("--near-share", type=float, default=0.3, help="share of hosts near the second region")
     ap.add_argument("--far-latency-s", type=float, default=0.1, help="extra latency from the far region")
+    ap.add_argument("--key-states-max", type=int, default=0,
+                    help="[frontier] key_states_max of the workers (default: the config's, 100,000); with a"
+                         " small one, idle keys are evicted and read back (the robots.txt requests are printed)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (worker logs, WARC)")
     ap.add_argument("--py-spy", metavar="DIR", type=Path,
                     help="run every worker (and the single crawl) under `py-spy record` and write collapsed"
@@ -309,6 +321,11 @@ def main() -> int:
             print(f"{r['workers']} worker(s): probes {r['probe_s']:.1f} s (every region, before the workers); "
                   f"pages by home region {r['by_region']}; requests from outside the key's home region "
                   f"{r['misplaced']}")
+    if args.key_states_max:
+        for r in rows:
+            if r["workers"]:
+                print(f"{r['workers']} worker(s), key_states_max {args.key_states_max}: {r['robots']} robots.txt"
+                      f" requests for {args.hosts} hosts")
     if args.single and len(rows) > 1:
         base = rows[0]["cpu_s"] / max(rows[0]["pages"], 1)
         for r in rows[1:]:

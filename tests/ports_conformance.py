@@ -14,6 +14,7 @@ from courtly.shell.clock import SystemClock
 from courtly.shell.extract import ExtractPool
 from courtly.shell.fetcher import Http1Fetcher
 from courtly.shell.resolver import SafeResolver
+from courtly.shell.store.postgres import PostgresStore
 from courtly.shell.store.sqlite import SqliteStore
 from courtly.shell.warc import WarcWriter
 
@@ -54,4 +55,23 @@ class Partial:
 
 
 def partial(p: Partial) -> ports.UrlLookup:
+    return p  # type: ignore[return-value]
+
+
+def cluster_store(s: PostgresStore) -> ports.ClusterStore:
+    return s
+
+
+def narrow_cluster_stores(s: PostgresStore) -> tuple[ports.SharedBatchWriter, ports.LeaseStore, ports.InboxStore,
+                                                     ports.IpSlotStore, ports.SharedHostState, ports.SharedMeta,
+                                                     ports.SharedTakeUp, ports.SharedDefenceStore]:
+    return s, s, s, s, s, s, s, s
+
+
+class PartialAsync:
+    async def get_meta(self, k: str) -> str | None:
+        return None
+
+
+def partial_async(p: PartialAsync) -> ports.SharedHostState:
     return p  # type: ignore[return-value]

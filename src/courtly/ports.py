@@ -12,7 +12,11 @@ What it owns:
   `PurgeStore`, `ComplaintStore`, `IndexStore`); `Store` is their union,
   what the single-machine store (`shell/store/sqlite.py`) implements whole.
   A collaborator asks for the narrowest one it uses, so a fake implements
-  two methods, not forty.
+  two methods, not forty. The cluster's shared store is async and has its
+  own narrow ports, by what a worker calls (`SharedBatchWriter`,
+  `LeaseStore`, `InboxStore`, `IpSlotStore`, `SharedHostState`,
+  `SharedMeta`, `SharedTakeUp`, `SharedDefenceStore`; `ClusterStore` is
+  their union, what `shell/store/postgres.py` implements whole).
 * what crosses them: `FetchResult` with its `FetchError` and `Truncation`
   kinds, `ResolveFailed`, the store's errors, the `Batch` of writes and
   its rows, and the rows the store reads back (`NamedTuple`s: a row is
@@ -28,12 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol,
-                    runtime_checkable)
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping,
+                    NamedTuple, Protocol, Sequence, runtime_checkable)
 
 from courtly.core.types import Reason
 
 if TYPE_CHECKING:  # types only: the ports do not load the link extractor
+    from courtly.core.fingerprint import FirstCapture
     from courtly.core.links import ExtractFailed, PageLinks
     from courtly.core.purge import Purge
 
@@ -42,6 +47,8 @@ __all__ = [
     "FetchResult", "FetchError", "Truncation", "FetchKind", "UrlState", "ResolveFailed",
     "BatchWriter", "UrlLookup", "QueueStore", "HostStateStore", "MetaStore", "DecisionStore", "PurgeStore",
     "ComplaintStore", "IndexStore", "Store",
+    "SharedBatchWriter", "LeaseStore", "InboxStore", "IpSlotStore", "SharedHostState", "SharedMeta", "SharedTakeUp",
+    "SharedDefenceStore", "ClusterStore", "ClaimedRow",
     "Batch", "NewUrlRow", "AttemptsRow", "FetchedRow", "DecisionRow", "FetchLogRow", "DeadLetterRow", "FlagRow",
     "DigestRow", "SimhashRow", "HistoryRow", "QueuedRow", "RefusedRow", "PurgeRow", "ComplaintRow",
     "StaleEpochError", "StoreUnavailableError",
@@ -430,6 +437,122 @@ class Store(BatchWriter, UrlLookup, QueueStore, HostStateStore, MetaStore, Decis
     """Durable crawl state, whole: every narrow port above, and `close`."""
 
     def close(self) -> None: ...
+
+
+# ---- the shared store of a cluster (async), by what a worker needs ---------------------------
+# shell/store/postgres.py implements them all (tests/ports_conformance.py).
+
+class ClaimedRow(NamedTuple):
+    """A URL claimed from a partition's inbox (`claim_new`)."""
+
+    url: str
+    key: str
+    band: int
+    depth: int
+    redirects: int
+    via: str | None         # the page it was found on, None or "" for a seed
+    attempts: int
+    judged: bool            # the owner's trap guard judged it before (an adoption's, a requeue's)
+
+
+class SharedBatchWriter(Protocol):
+    """A worker's batches, fenced by the epochs of the partitions it holds and
+    applied once per `batch_id`; raises StaleEpochError or StoreUnavailableError."""
+
+    async def apply(self, batch: Batch, *, partition_epochs: Mapping[int, int] | None = None,
+                    batch_id: str | None = None) -> bool: ...
+
+
+class LeaseStore(Protocol):
+    """Workers and partition leases, on the database clock (runtime/ownership)."""
+
+    async def register(self, worker_id: str) -> float: ...
+
+    async def heartbeat(self, worker_id: str) -> float: ...
+
+    async def deregister(self, worker_id: str) -> None: ...
+
+    async def live_workers(self, ttl_s: float) -> list[str]: ...
+
+    async def acquire_many(self, partitions: Iterable[int], worker_id: str, ttl_s: float) -> dict[int, int]: ...
+
+    async def renew_many(self, worker_id: str, partition_epochs: Mapping[int, int], ttl_s: float) -> set[int]: ...
+
+    async def release_many(self, worker_id: str, partition_epochs: Mapping[int, int]) -> set[int]: ...
+
+
+class InboxStore(Protocol):
+    """Work pick-up: a partition's inbox rebuilt at adoption, claimed from, and the queue's state."""
+
+    async def adopt(self, partition: int, epoch: int) -> int: ...
+
+    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[ClaimedRow]: ...
+
+    async def queue_state(self) -> tuple[bool, bool]: ...
+
+    async def queued_partitions(self, partitions: Iterable[int]) -> dict[int, str]: ...
+
+
+class IpSlotStore(Protocol):
+    """The per-IP limits held across workers (runtime/partitions.SharedIpSlots)."""
+
+    async def ip_acquire(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
+                         hold_s: float = 120.0, margin_s: float = 0.01) -> float | None: ...
+
+    async def ip_release(self, ip: str, now: float | None = None) -> None: ...
+
+
+class SharedHostState(Protocol):
+    """Politeness and robots.txt state: a partition's at adoption, evicted
+    keys' when they return (runtime/keyreadback), robots.txt at start."""
+
+    async def hosts(self, partitions: Iterable[int] | None = None) -> dict[str, dict[str, Any]]: ...
+
+    async def hosts_of(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+
+    async def robots_first(self, limit: int) -> dict[str, dict[str, Any]]: ...
+
+    async def robots_for(self, origins: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+
+
+class SharedMeta(Protocol):
+    async def get_meta(self, k: str) -> str | None: ...
+
+
+class SharedTakeUp(Protocol):
+    """What every worker takes up at each commit: purges and open complaints."""
+
+    async def purges(self, after_id: int = 0) -> list[PurgeRow]: ...
+
+    async def apply_purges(self, purges: Iterable[Purge], applied_at: float | None) -> dict[str, int]: ...
+
+    async def complaints(self, *, open_only: bool = False) -> list[ComplaintRow]: ...
+
+
+class SharedDefenceStore(Protocol):
+    """The budget defence and recrawl state kept per partition (runtime/shared_defence)."""
+
+    async def trap_snapshot(self, partitions: Iterable[int] | None = None) -> dict[str, Any]: ...
+
+    async def soft404_snapshot(self, partitions: Iterable[int] | None = None) -> dict[str, Any]: ...
+
+    # rows of SimhashRow's and HistoryRow's fields, as plain tuples
+    def iter_simhashes(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple[Any, ...]]: ...
+
+    def iter_histories(self, partitions: Iterable[int] | None = None) -> AsyncIterator[tuple[Any, ...]]: ...
+
+    async def digest_records(self, digests: Sequence[str]) -> dict[str, FirstCapture]: ...
+
+
+class ClusterStore(SharedBatchWriter, LeaseStore, InboxStore, IpSlotStore, SharedHostState, SharedMeta,
+                   SharedTakeUp, SharedDefenceStore, Protocol):
+    """The shared store as a worker uses it: every async port above, and the layout."""
+
+    partitions: int | None
+
+    def region_range(self) -> range | None: ...
+
+    def partition_of_key(self, key: str) -> int: ...
 
 
 class StoreUnavailableError(Exception):

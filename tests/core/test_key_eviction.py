@@ -90,6 +90,19 @@ def test_a_key_is_not_evicted_in_flight_before_its_next_fetch_in_back_off_or_whe
     assert sorted(p.known_keys()) == ["busy.test", "flight.test"]
 
 
+def test_forgetting_a_released_partitions_keys_keeps_those_in_flight_waiting_in_back_off_or_busy() -> None:
+    p, _, _ = politeness_pair()
+    p.started("flight.test", T0)
+    ready = fetch(p, "wait.test", T0)
+    fetch(p, "backoff.test", T0, status=503, retry_after="600")
+    fetch(p, "busy.test", T0)
+    fetch(p, "other.test", T0)
+    released = ["flight.test", "wait.test", "backoff.test", "busy.test", "unknown.test"]
+    assert p.forget_idle(released, ready - 0.001, busy=lambda k: k == "busy.test") == 0
+    assert p.forget_idle(released, ready, busy=lambda k: k == "busy.test") == 1
+    assert sorted(p.known_keys()) == ["backoff.test", "busy.test", "flight.test", "other.test"]
+
+
 def test_the_bound_holds_for_idle_keys() -> None:
     p, _, store = politeness_pair()
     for i in range(50):
@@ -258,4 +271,14 @@ def test_idle_ban_runs_are_forgotten_beyond_the_bound_and_a_paused_key_is_kept()
     for i in range(20):
         bans.answered(f"k{i}.test", "https://k.test/", 200, b"x" * 100)
     assert bans.evict_idle(keep=3, busy=lambda k: k == "k19.test") == 18
+    assert len(bans) == 3 and bans.paused_on("paused.test")
+
+
+def test_forgetting_a_released_partitions_ban_runs_keeps_a_paused_or_busy_key() -> None:
+    bans = BanWatch()
+    for i in range(10):
+        bans.answered("paused.test", f"https://paused.test/{i}", 403, b"no")
+    for key in ("a.test", "b.test", "kept.test"):
+        bans.answered(key, "https://k.test/", 200, b"x" * 100)
+    assert bans.forget(["paused.test", "a.test", "b.test", "none.test"], busy=lambda k: k == "b.test") == 1
     assert len(bans) == 3 and bans.paused_on("paused.test")

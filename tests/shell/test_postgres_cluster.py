@@ -134,7 +134,7 @@ def test_owner_claims_new_rows_of_its_partitions_only_and_takeover_loses_nothing
         while page := await a.claim_new({p: e}, 10):
             got += page
         assert sorted(r[0] for r in got) == sorted(before)            # each once, none of the other key
-        assert got[0][1:] == ("a.test", 4, 1, 0, "http://a.test/", 0)
+        assert got[0][1:] == ("a.test", 4, 1, 0, "http://a.test/", 0, True)   # judged: an adoption's
         await b.insert_urls([_new("http://a.test/late")])            # routed by another worker
         assert [r[0] for r in await a.claim_new({p: e}, 10)] == ["http://a.test/late"]
         # a fetched some, then paused past its lease; b takes over

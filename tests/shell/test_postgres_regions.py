@@ -99,7 +99,7 @@ def test_workers_are_seen_per_region_and_the_queue_as_a_whole(postgres):
         assert await eu.queue_state() == (True, True)   # eu is not done: us may still forward links to it
         p = LAYOUT.partition_of("a.test", "us")
         got = await us.claim_new(await us.acquire_many([p], "u1", 60), 10)
-        assert [r[0] for r in got] == ["http://a.test/"] and len(got[0]) == 7
+        assert [r[0] for r in got] == ["http://a.test/"] and len(got[0]) == 8
         assert us.partition_of_key("a.test") == p
         assert await eu.acquire_many([p, 5], "e1", 60) == {5: 1}   # never a partition of another region
         await us.close()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from courtly.core.keymemory import SCAN_MAX, sweep
 
@@ -118,6 +118,14 @@ class BanWatch:
     def evict_idle(self, keep: int, busy: Callable[[str], bool], scan_max: int = SCAN_MAX) -> int:
         """Forget keys beyond `keep` that are neither paused nor `busy`; returns how many."""
         return len(sweep(self._keys, keep, lambda k, r: not r.paused_on and not busy(k), scan_max))
+
+    def forget(self, keys: Iterable[str], busy: Callable[[str], bool]) -> int:
+        """Forget the runs of `keys` that are neither paused nor `busy` (their
+        partition went elsewhere); returns how many."""
+        gone = [k for k in keys if (r := self._keys.get(k)) is not None and not r.paused_on and not busy(k)]
+        for k in gone:
+            del self._keys[k]
+        return len(gone)
 
     def __len__(self) -> int:
         return len(self._keys)

@@ -304,12 +304,16 @@ class RobotsBook:
 
     # -- internals --
 
-    def evict_idle(self, keep: int, scan_max: int = SCAN_MAX) -> list[tuple[str, dict[str, Any]]]:
-        """Forget origins beyond `keep` with no fetch in flight; returns their
+    def evict_idle(self, keep: int, scan_max: int = SCAN_MAX,
+                   busy: Callable[[str], bool] | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """Forget origins beyond `keep` with no fetch in flight and not `busy`
+        (an origin whose key has URLs queued: it is asked soon); returns their
         snapshots, which the caller saves (`load` reads them back, so an
         evicted copy is neither refetched before it expires nor retried
         before its back-off ends)."""
-        gone = sweep(self._entries, keep, lambda _k, e: e.phase is not Phase.FETCHING, scan_max)
+        def idle(origin: str, e: _Entry) -> bool:
+            return e.phase is not Phase.FETCHING and (busy is None or not busy(origin))
+        gone = sweep(self._entries, keep, idle, scan_max)
         out = []
         for k, e in gone:
             self._fresh_views.pop(k, None)

@@ -97,17 +97,17 @@ docs/performance.md.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from courtly.core.trap_state import (
     ALLOW, HOST_SCOPE, AllowEntry, HostState, Suspect, TemplateStats, TrapConfig, Verdict, host_from_json,
     host_to_json,
+)
+from courtly.core.trap_rules import (
+    DAY_S, in_scope, key64, near_dup_evidence, rate_evidence, structural, template_evidence, year_of,
 )
 from courtly.core.types import Reason
 from courtly.core.urlshape import (dates_out_of_range, path_query, path_template, query_shape, query_template,
@@ -128,10 +128,8 @@ RULES = (
     "confirmed", "length", "segments", "repeated_segments", "session_id", "depth",
     "suspect", "budget", "calendar", "query_combinations", "template", "near_dup", "rate", "yield",
 )
-_DAY_S = 86_400
 _OVERFLOW = "{overflow}"
 _FAMILY = "family:"   # a suspicion's scope: one family of core/urlyield
-_SESSION_SCOPE = "rule:session_id"  # only the duplicate copies are denied, nothing more
 
 # the URL-shape helpers under their old names here (tests/core/test_traps.py uses them)
 _path_query, _repeated_run, _years, _without_session = path_query, repeated_run, years, without_session
@@ -301,12 +299,12 @@ class TrapGuard:
         for rule, scope in host.confirmed:
             if scope.startswith(_FAMILY) and family is None:
                 family = family_of(url, key, path)
-            if _in_scope(scope, template, path_t, path, family):
+            if in_scope(scope, template, path_t, path, family):
                 return self._deny(Reason.TRAP, "confirmed", f"{rule} confirmed as a trap ({scope or 'host'})")
         for (rule, scope), suspect in host.open.items():
             if scope.startswith(_FAMILY) and family is None:
                 family = family_of(url, key, path)
-            if scope and _in_scope(scope, template, path_t, path, family):
+            if scope and in_scope(scope, template, path_t, path, family):
                 if self.rng.random() >= self.config.suspect_sample_share:
                     return self._deny(Reason.TRAP, "suspect", f"{rule} ({scope}) under review since {suspect.since:.0f}")
         return None
@@ -314,26 +312,8 @@ class TrapGuard:
     def _structural(self, key: str, host: HostState, url: str, split: list[str], stripped: str | None,
                     now: float) -> Verdict | None:
         """Rules 3-5; `split` is the path split on "/", `stripped` its `without_session`."""
-        cfg = self.config
-        n = len(split) - split.count("")   # path segments
-        segments = [s for s in split if s] if n > cfg.path_segments_max or n >= cfg.segment_repeats_max else []
-        if len(segments) > cfg.path_segments_max:
-            scope = f"prefix:/{segments[0]}/"
-            if ("segments", scope) not in host.muted:
-                detail = f"{len(segments)} > {cfg.path_segments_max} path segments"
-                return self._trap(key, host, "segments", scope, url, detail, now)
-        found = repeated_run(segments, cfg.segment_repeats_max)   # none in fewer segments than repeats
-        if found is not None:
-            unit, start = found
-            scope = "prefix:/" + "".join(s + "/" for s in segments[: max(start, 1)])
-            if ("repeated_segments", scope) not in host.muted:
-                detail = f"'{unit}' repeated {cfg.segment_repeats_max} times"
-                return self._trap(key, host, "repeated_segments", scope, url, detail, now)
-        if stripped is not None and ("session_id", _SESSION_SCOPE) not in host.muted:
-            if _key64(stripped) in host.session_keys:
-                detail = f"same page as {stripped} with another session id"
-                return self._trap(key, host, "session_id", _SESSION_SCOPE, url, detail, now)
-        return None
+        found = structural(host, split, stripped, self.config)
+        return None if found is None else self._trap(key, host, *found[:2], url, found[2], now)
 
     def _trap(self, key: str, host: HostState, rule: str, scope: str, url: str, detail: str, now: float) -> Verdict:
         self._open(key, host, rule, scope, f"{detail}; e.g. {url}", now)
@@ -350,7 +330,7 @@ class TrapGuard:
         host.new_total += 1
         host.new_since_fetch += 1
         if stripped is not None and len(host.session_keys) < self.config.session_keys_max:
-            host.session_keys.add(_key64(stripped))
+            host.session_keys.add(key64(stripped))
 
     def _count_template(
         self, key: str, host: HostState, url: str, template: str, path_t: str, path: str, query: str, now: float
@@ -363,7 +343,7 @@ class TrapGuard:
             self._templates += 1
         stats.urls += 1
         fired = False
-        year_max = _year_of(now) + cfg.future_years_max
+        year_max = year_of(now) + cfg.future_years_max
         if dates_out_of_range(path, query, cfg.year_min, year_max):
             stats.bad_dates += 1
             if stats.bad_dates >= cfg.calendar_urls_min:
@@ -441,40 +421,18 @@ class TrapGuard:
     # ---------------------------------------------------------------- host rules
 
     def _check_template(self, key: str, host: HostState, template: str, stats: TemplateStats, now: float) -> bool:
-        cfg = self.config
-        if stats.urls <= cfg.template_urls_max:
-            return False
-        near = stats.fetched >= cfg.template_fetches_min and (
-            stats.near_dups >= cfg.template_near_dup_ratio * stats.fetched
-        )
-        if not (near or stats.bad_dates or host.rate_high):
-            return False
-        why = ("near-duplicate pages" if near else "out-of-range dates" if stats.bad_dates
-               else "a new-URL rate far above the host's baseline")
-        return self._open(key, host, "template", "template:" + template,
-                          f"{stats.urls} URLs of {template} ({stats.near_dups}/{stats.fetched} fetched pages "
-                          f"near-duplicate) with {why}; e.g. {stats.sample}", now)
+        why = template_evidence(host, template, stats, self.config)
+        return why is not None and self._open(key, host, "template", "template:" + template, why, now)
 
     def _check_near_dup(self, key: str, host: HostState, now: float) -> None:
-        cfg = self.config
-        if len(host.dup_window) >= cfg.near_dup_window and host.dup_count > cfg.near_dup_ratio_max * len(host.dup_window):
-            self._open(key, host, "near_dup", HOST_SCOPE,
-                       f"{host.dup_count} of the last {len(host.dup_window)} fetches were near-duplicates", now)
+        why = near_dup_evidence(host, self.config)
+        if why is not None:
+            self._open(key, host, "near_dup", HOST_SCOPE, why, now)
 
     def _check_rate(self, key: str, host: HostState, now: float) -> None:
-        cfg = self.config
-        ring = len(host.rate_ring)
-        earlier = host.fetches - ring
-        host.rate_high = False
-        if host.fetches < cfg.rate_warmup_fetches or ring < cfg.rate_window or earlier <= 0:
-            return
-        recent = host.rate_sum / ring
-        baseline = (host.new_total - host.new_since_fetch - host.rate_sum) / earlier
-        if recent >= cfg.rate_floor and recent >= cfg.rate_factor * max(baseline, 1.0):
-            host.rate_high = True
-            self._open(key, host, "rate", HOST_SCOPE,
-                       f"{recent:.1f} new URLs per fetch over the last {ring} fetches, "
-                       f"baseline {baseline:.1f}", now)
+        why = rate_evidence(host, self.config)
+        if why is not None:
+            self._open(key, host, "rate", HOST_SCOPE, why, now)
 
     def _open(self, key: str, host: HostState, rule: str, scope: str, evidence: str, now: float) -> bool:
         """Open a suspicion unless it is open, muted or confirmed already."""
@@ -495,7 +453,7 @@ class TrapGuard:
             if len(self._hosts) >= self.config.hosts_max:
                 self._evict()
         self._hosts[key] = host  # most recently used last
-        day = int(now // _DAY_S)
+        day = int(now // DAY_S)
         if day != host.day:
             host.day, host.day_new = day, 0
         return host
@@ -567,36 +525,3 @@ class TrapGuard:
         for key in gone:
             self._drop(key)
         return len(gone)
-
-
-# -------------------------------------------------------------------- scopes and keys
-
-
-def _in_scope(scope: str, template: str, path_t: str, path: str, family: str | None = None) -> bool:
-    """Does a suspicion's scope cover a URL (its template, path template,
-    path, urlyield family)?"""
-    if not scope:
-        return True  # the whole host
-    kind, _, value = scope.partition(":")
-    if kind == "family":
-        return value == family
-    if kind == "template":
-        return value == template
-    if kind == "path":
-        return scope == path_t
-    if kind == "prefix":
-        return path.startswith(value)
-    return False  # rule:<name>: the rule's own URLs only
-
-
-def _key64(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
-
-
-@functools.lru_cache(maxsize=4)
-def _year_of_day(day: int) -> int:
-    return datetime.fromtimestamp(day * _DAY_S, UTC).year
-
-
-def _year_of(now: float) -> int:
-    return _year_of_day(int(now // _DAY_S))

@@ -13,8 +13,9 @@ store, so it lives in the runtime.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from courtly.core.types import Reason, UrlItem
 from courtly.runtime.budget import LOW_BAND
@@ -40,13 +41,18 @@ NORMALIZED_MAX = 50_000   # raw link -> normalised form, for links that repeat (
 
 
 class Admission:
-    def __init__(self, crawler: "AdmissionHost", *, routes: bool = False) -> None:
+    def __init__(self, crawler: "AdmissionHost", *, routes: bool = False,
+                 judges: Callable[[str, str], bool] | None = None) -> None:
         """`routes`: a distributed worker's; a new URL is not queued here but
         goes to the store (the batch's `new_urls`) and reaches the owner of its
         partition through the inbox. The exact seen test is then the store's
-        primary key; the Bloom filter and the recent set skip repeats."""
+        primary key; the Bloom filter and the recent set skip repeats.
+        `judges(url, via)`: the trap guard and budget here judge `url` found
+        on `via` (None: always); otherwise its owner judges it when it claims
+        it (`judge_claimed`), with its own counts of the key."""
         self.c = crawler
         self._routes = routes
+        self._judges = judges if routes else None   # one machine judges every URL it finds
         self._pending: set[str] = set()     # admitted since the last commit
         # Recently confirmed-seen URLs (insertion-ordered, bounded): pages repeat
         # their navigation links, so most duplicates are recent ones and skip
@@ -141,18 +147,39 @@ class Admission:
         if not self._in_scope(host):
             c.decide(url, key, via_s, Reason.SCOPE, f"scope {c.cfg.crawl.scope}", now, depth)
             return False
-        verdict = c.budget.admit(key, url, depth, now, seed=via is None)
-        if not verdict.allowed:
-            detail = f"{verdict.rule}: {verdict.detail}" if verdict.detail else verdict.rule
-            c.decide(url, key, via_s, verdict.reason, detail, now, depth)
-            return False
-        if verdict.band is not None:
-            band = max(band, verdict.band)   # a trap suspect's URLs go to the lowest band
+        if self._judges is None or self._judges(url, via_s):
+            judged = self._judge(url, key, via_s, band, depth, now, seed=via is None)
+            if judged is None:
+                return False
+            band = judged
         item = UrlItem(url=url, key=key, band=band, depth=depth, via=via_s, redirects=redirects)
         c.batch.new_urls.append((url, key, band, depth, redirects, via_s, now))
         for o in c.observers:
             o.on_admitted(key, now)
         return self.enqueue(item, now)
+
+    def _judge(self, url: str, key: str, via: str, band: int, depth: int, now: float, *,
+               seed: bool) -> int | None:
+        """The trap guard and budget on a new URL: its band (a trap suspect's
+        goes to the lowest), or None when refused (with its decision)."""
+        verdict = self.c.budget.admit(key, url, depth, now, seed=seed)
+        if not verdict.allowed:
+            detail = f"{verdict.rule}: {verdict.detail}" if verdict.detail else verdict.rule
+            self.c.decide(url, key, via, verdict.reason, detail, now, depth)
+            return None
+        return band if verdict.band is None else max(band, verdict.band)
+
+    def judge_claimed(self, item: UrlItem, now: float) -> UrlItem | None:
+        """A URL claimed from this worker's inbox, never judged by the trap
+        guard (routed in from a page of another partition, or a seed): the
+        owner's trap guard and budget judge it now. None when refused: its
+        decision is in the batch, so the store records why it was not fetched."""
+        if self._judges is None or (item.via and self._judges(item.url, item.via)):
+            return item     # its discoverer held its partition and judged it
+        band = self._judge(item.url, item.key, item.via, item.band, item.depth, now, seed=not item.via)
+        if band is None:
+            return None
+        return item if band == item.band else dataclasses.replace(item, band=band)
 
     def admit_many(self, urls: Iterable[str], *, via: str, band: int, depth: int, now: float) -> int:
         """`admit` of each of `urls` (a sitemap's, a feed's), with the duplicate

@@ -119,7 +119,7 @@ class Crawler:
         c = cfg.crawl
         self.rng = random.Random(c.seed)
         self.frontier = Frontier(self.rng, batch_max=c.batch_max, lease_s=c.lease_s)
-        self.key_memory = KeyMemory(cfg.frontier.key_states_max, store)   # idle keys evicted, read back
+        self.key_memory = KeyMemory(cfg.frontier.key_states_max, store, c.politeness_key)   # evicted, read back
         p = cfg.politeness
         self.politeness = Politeness(
             # the config section's keys of the same name (the rest keep core's defaults)
@@ -142,7 +142,7 @@ class Crawler:
         self.seen = SeenFilter(cfg.seen.bloom_capacity, cfg.seen.bloom_error_rate)
         self.bloom_watch = BloomWatch(self)   # its fill alarm: rebuilt larger from the store
         self.rules = rules_of(cfg)   # recorded by the crawl folder (runtime/normalization)
-        self.admission = Admission(self, routes=self.tenancy.routes)
+        self.admission = Admission(self, routes=self.tenancy.routes, judges=self.tenancy.judges)
         self.budget = BudgetDefence(cfg, self.rng)
         self.recrawl = Recrawl(cfg, self.rng)
         # the watch list (intent monitor); wiring attaches its store
@@ -381,7 +381,7 @@ class Crawler:
         self.takedowns.poll(now)     # new purges take effect before this batch is written
         self.complaints.poll(now)    # and new abuse complaints slow their keys
         self.takedowns.filter_batch(self.batch, now)
-        self.key_memory.sweep(now, self.batch, self.politeness, self.robots, self.bans, self._key_busy)
+        self.sweep_keys(now)
         if final or now - self._budget_saved_at >= 10.0:
             self.budget.save(self.batch)
             self.recrawl.save(self.batch)
@@ -585,6 +585,15 @@ class Crawler:
     def quiet(self) -> bool:
         """Nothing queued, in flight or unwritten in this engine."""
         return not (self._tasks or self._processing or len(self.frontier) or len(self.batch))
+
+    def sweep_keys(self, now: float, evicted=None) -> int:
+        """Idle per-key state beyond `key_states_max` into the batch (runtime/keymemory)."""
+        return self.key_memory.sweep(now, self.batch, self.politeness, self.robots, self.bans, self._key_busy,
+                                     evicted)
+
+    def drop_keys(self, keys, now: float) -> int:
+        """Forget the idle per-key state of `keys` (their partition went elsewhere)."""
+        return self.key_memory.drop(keys, now, self.politeness, self.bans, self._key_busy)
 
     def take_batch(self) -> Batch:
         """The batch so far, handed to the deployment's writer; a new one starts."""

@@ -71,6 +71,11 @@ class Tenancy(Protocol):
 
     def may_send(self, tenure: Tenure, now: float) -> bool: ...
 
+    def judges(self, url: str, via: str) -> bool:
+        """The trap guard here judges `url`, discovered on `via` (else the
+        owner of its key judges it when it claims it, runtime/admission)."""
+        ...
+
     def gate(self, tenure: Tenure) -> Callable[[], bool] | None:
         """The fetcher's send gate for a request under `tenure` (asked once the
         connection is ready), or None when there is none to ask."""
@@ -134,6 +139,9 @@ class OwnsEverything:
         return None
 
     def may_send(self, tenure: Tenure, now: float) -> bool:
+        return True
+
+    def judges(self, url: str, via: str) -> bool:
         return True
 
     def gate(self, tenure: Tenure) -> None:

@@ -46,6 +46,7 @@ class WorkerStats:
     ip_waits: int = 0
     readopted: int = 0          # partitions adopted again by the safety net (see Worker._sweep)
     not_sent: int = 0           # requests the last-moment gate stopped
+    refused_claims: int = 0     # claimed URLs the owner's trap guard or budget refused (each with a decision)
     extra: dict = field(default_factory=dict)
 
 
@@ -136,6 +137,13 @@ class Partitions:
     def may_send(self, tenure: Tenure, now: float) -> bool:
         return self.own.may_fetch(tenure.partition, tenure.epoch, now)
 
+    def judges(self, url: str, via: str) -> bool:
+        """A URL found on a page of its own partition is judged by the trap
+        guard of the worker that fetched the page (its owner); any other (or
+        a seed) by its owner when it claims it, with its own counts of the
+        key: each URL is counted once, by the trap guard that keeps the key."""
+        return bool(via) and self.partition_of_url(url) == self.partition_of_url(via)
+
     def gate(self, tenure: Tenure):
         p, epoch = tenure
 
@@ -164,6 +172,12 @@ class Partitions:
     def forget(self, partition: int) -> set[str]:
         """The keys queued here for `partition`, forgotten (it was lost)."""
         return self._keys_of.pop(partition, set())
+
+    def evicted(self, key: str) -> None:
+        """`key`'s state left memory (runtime/keymemory): it is new here when it returns."""
+        keys = self._keys_of.get(self.partition(key))
+        if keys is not None:
+            keys.discard(key)
 
     def hold(self, until: float) -> None:
         """Keys new here from now on wait until `until` (a take-over)."""

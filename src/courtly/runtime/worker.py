@@ -73,6 +73,7 @@ from courtly.ports import Batch, StaleEpochError, StoreUnavailableError
 from courtly.runtime.cluster_monitor import ClusterWatches
 from courtly.runtime.crawler import Crawler, CrawlStats
 from courtly.runtime.distribution import Deployment
+from courtly.runtime.keyreadback import KeyReadBack
 from courtly.runtime.ownership import Ownership
 from courtly.runtime.partitions import Partitions, SharedIpSlots, WorkerStats
 from courtly.runtime.shared_defence import SharedDefence, SharedPayloads
@@ -96,6 +97,17 @@ class _Unshared:
 
     def get_meta(self, k: str) -> None:
         return None
+
+    # the engine's synchronous reads of evicted keys (runtime/keymemory): the
+    # worker reads them ahead instead, before a claim is queued (runtime/keyreadback)
+    def host(self, key: str) -> None:
+        return None
+
+    def robots_of(self, origin: str) -> None:
+        return None
+
+    def robots(self, limit: int = -1) -> dict[str, dict]:
+        return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +147,8 @@ class Worker:
                               extractor=extractor,
                               deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self,
                                                     payloads=self.payloads))
+        e = self.engine    # idle keys evicted at each cut, read back when claimed again
+        self.readback = KeyReadBack(store, e.key_memory, e.politeness, e.robots, self._unwritten)
         self.defence = SharedDefence(store, self.engine.budget, self.parts.partition, self.parts.partition_of_url)
         # intent monitor: the watches of the partitions held here (runtime/cluster_monitor)
         self.watching = None if watches is None else ClusterWatches(
@@ -173,6 +187,9 @@ class Worker:
         stay queued in the store for the next owner)."""
         for key in self.parts.forget(partition):
             self.wstats.dropped_urls += self.engine.frontier.drop_key(key)
+        pol = self.engine.politeness    # the partition's idle key state goes too (its next owner reads it)
+        self.engine.drop_keys([k for k in pol.known_keys() if self.parts.partition(k) == partition],
+                              self.clock.now())
         self.defence.forget(partition)    # saved at the next cut, for its next owner, then dropped here
         self._claimed.pop(partition, None)
         self._unadopted.pop(partition, None)
@@ -272,8 +289,9 @@ class Worker:
         limit = min(room, self.dist.claim_max)
         rows = await self.pg.claim_new(epochs, limit)
         self.wstats.claims += 1
+        await self.readback.before_queue((r[1], r[0]) for r in rows)   # keys evicted here come back first
         now = self.clock.now()
-        for url, key, band, depth, redirects, via, attempts in rows:
+        for url, key, band, depth, redirects, via, attempts, judged in rows:
             p = self.parts.partition(key)
             claimed = self._claimed.get(p)
             if claimed is None or self.own.epoch(p) is None or url in claimed:
@@ -281,9 +299,15 @@ class Worker:
             claimed.add(url)
             e.seen.add(url)
             e.admission.remember(url)
+            item = UrlItem(url=url, key=key, band=band, depth=depth, via=via or "", redirects=redirects)
+            if not (judged or attempts):    # routed in unjudged: the owner's trap guard and budget first
+                item = e.admission.judge_claimed(item, now)
+                if item is None:
+                    self.wstats.refused_claims += 1    # its decision is in the batch
+                    continue
             if attempts:
                 e.attempts[url] = attempts
-            e.queue(UrlItem(url=url, key=key, band=band, depth=depth, via=via, redirects=redirects), now)
+            e.queue(item, now)
             self.wstats.claimed += 1
         return len(rows)
 
@@ -333,11 +357,17 @@ class Worker:
         self._commit_now.set()
 
     def _cut(self) -> None:
-        self.defence.save(self.engine.batch, self.clock.now())   # every 10 s, and partitions gone since
+        now = self.clock.now()
+        self.engine.sweep_keys(now, self.parts.evicted)   # idle keys beyond the bound: into this batch
+        self.defence.save(self.engine.batch, now)   # every 10 s, and partitions gone since
         batch = self.engine.take_batch()
         if len(batch):
             batch.meta.update(published(self))    # this worker's counters, for `courtly status --db`
             self._pending.append((uuid.uuid4().hex, batch))
+
+    def _unwritten(self) -> list[Batch]:
+        """Batches cut or being filled, not yet in the store, oldest first."""
+        return [b for _, b in self._pending] + [self.engine.batch]
 
     async def loop(self) -> None:
         while True:
@@ -428,8 +458,7 @@ class Worker:
             import json
 
             e.admission.set_seeds(json.loads(seeds))
-        for origin, snap in (await self.pg.robots()).items():
-            e.robots.restore(origin, snap)
+        e.key_memory.take_robots(await self.pg.robots_first(e.key_memory.keys_max + 1), e.robots)   # rest: read back
         e.takedowns.take_up(await self.pg.purges(0), self.clock.now(), at_start=True)
         await self.defence.start()
         await self.pg.register(self.worker_id)

@@ -9,10 +9,12 @@ whose module doc describes the protocol); it uses the store's `_one`,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 import asyncpg
 
 from courtly.core.lease import LeaseRecord
+from courtly.ports import ClaimedRow
 from courtly.shell.store.pg_coalesce import ACQUIRE_SQL, RELEASE_SQL, Coalescer
 from courtly.shell.store.pg_schema import NOW_SQL as _NOW
 from courtly.shell.store.sqlite import StoreError
@@ -141,10 +143,12 @@ class ClusterMixin:
                 await asyncio.sleep(0.01 * (attempt + 1))
         raise StoreError(f"could not adopt partition {partition}: too many conflicts")
 
-    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[tuple]:
+    async def claim_new(self, partition_epochs: Mapping[int, int], limit: int) -> list[ClaimedRow]:
         """Take up to `limit` new queued URLs of the held partitions from the inbox:
-        (url, key, band, depth, redirects, via, attempts) like `iter_queued`.
-        Fenced: a partition whose epoch moved yields nothing."""
+        (url, key, band, depth, redirects, via, attempts) like `iter_queued`,
+        then `judged` (false only for a URL just discovered: an adoption's or
+        an operator's requeue was judged before). Fenced: a partition whose
+        epoch moved yields nothing."""
         items = sorted(partition_epochs.items())
         if not items or limit <= 0:
             return []
@@ -156,15 +160,15 @@ class ClusterMixin:
                 SELECT i.id FROM inbox i WHERE i.partition IN (SELECT id FROM ok)
                  LIMIT $3 FOR UPDATE SKIP LOCKED
             ), gone AS (
-                DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url
+                DELETE FROM inbox i USING picked WHERE i.id = picked.id RETURNING i.id, i.url, i.judged
             )
-            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts, u.partition
+            SELECT u.url, u.key, u.band, u.depth, u.redirects, u.via, u.attempts, gone.judged, u.partition
               FROM gone JOIN urls u ON u.url = gone.url WHERE u.state = 'queued' ORDER BY gone.id""",
             [p for p, _ in items], [e for _, e in items], limit)
         if self.layout is not None:
             for r in rows:
-                self._learn(r[1], r[7])     # the key's partition as its URL row has it (pg_region)
-        return [tuple(r)[:7] for r in rows]
+                self._learn(r[1], r[8])     # the key's partition as its URL row has it (pg_region)
+        return [ClaimedRow(*tuple(r)[:8]) for r in rows]
 
     async def queue_sizes(self) -> dict[int, int]:
         """partition -> URLs waiting in its inbox (status page)."""
@@ -238,6 +242,25 @@ class ClusterMixin:
         rows = await self._one("fetch", "SELECT DISTINCT ON (partition) partition, url FROM urls"
                                " WHERE state = 'queued' AND partition = ANY($1::int[])", sorted(set(partitions)))
         return {r[0]: r[1] for r in rows}
+
+    async def hosts_of(self, keys: Sequence[str]) -> dict[str, dict]:
+        """The saved politeness state of `keys` that have one (a worker reads
+        evicted keys back when they return: runtime/keyreadback.py)."""
+        rows = await self._one("fetch", "SELECT key, state::text FROM hosts WHERE key = ANY($1::text[])",
+                               sorted(set(keys)))
+        return {k: json.loads(v) for k, v in rows}
+
+    async def robots_first(self, limit: int) -> dict[str, dict]:
+        """At most `limit` saved robots.txt states (a worker's start: the
+        others are read back as their origins return)."""
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots LIMIT $1", limit)
+        return {k: json.loads(v) for k, v in rows}
+
+    async def robots_for(self, origins: Sequence[str]) -> dict[str, dict]:
+        """The saved robots.txt state of `origins` that have one."""
+        rows = await self._one("fetch", "SELECT origin, state::text FROM robots WHERE origin = ANY($1::text[])",
+                               sorted(set(origins)))
+        return {k: json.loads(v) for k, v in rows}
 
     async def workers(self) -> list[tuple[str, float, float, str]]:
         """(worker id, seconds since it started, seconds since its last heartbeat, region)."""

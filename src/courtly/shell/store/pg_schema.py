@@ -33,6 +33,11 @@ Versions:
      (its text as written: a webhook body and a changes.jsonl line read back
      from the cluster are the single machine's, key order included).
      Additive or idempotent: renumbering is safe.
+  7. `inbox.judged`: false only for a URL just discovered (postgres.py's
+     insert of new URLs); a row an adoption rebuilt or an operator requeued
+     takes the default, true: the owner's trap guard judged it before, so a
+     claim does not count it again (runtime/admission `judge_claimed`).
+     Additive only (IF NOT EXISTS): renumbering is safe.
 """
 
 from __future__ import annotations
@@ -257,8 +262,11 @@ CREATE INDEX IF NOT EXISTS changes_pending ON changes (watch_id, seq) WHERE deli
 ALTER TABLE changes ALTER COLUMN event TYPE json USING event::json;
 """
 
+# the owner's trap guard judged an inbox row's URL already (runtime/admission.judge_claimed)
+_V_JUDGED = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS judged boolean NOT NULL DEFAULT true;\n"
+
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),
-                                               (5, _V_REGIONS), (6, _V_DELIVERY))
+                                               (5, _V_REGIONS), (6, _V_DELIVERY), (7, _V_JUDGED))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

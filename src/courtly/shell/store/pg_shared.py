@@ -50,6 +50,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from courtly.core.fingerprint import FirstCapture
+from courtly.ports import ComplaintRow, PurgeRow
 from courtly.core.purge import Purge, PurgeList, Scope
 from courtly.core.urls import UrlError, politeness_key, split_origin
 from courtly.shell.store.pg_cluster import RETRIES, RETRYABLE
@@ -108,11 +109,11 @@ class SharedMixin:
             return stored, await self._mark_purged(conn, stored)
         return await self._transaction(body)
 
-    async def purges(self, after_id: int = 0) -> list[tuple]:
+    async def purges(self, after_id: int = 0) -> list[PurgeRow]:
         """(id, scope, value, reason, at, applied_at) of the purges after `after_id`."""
         rows = await self._one("fetch", "SELECT id, scope, value, reason, at, applied_at FROM purges"
                                " WHERE id > $1 ORDER BY id", after_id)
-        return [tuple(r) for r in rows]
+        return [PurgeRow(*r) for r in rows]
 
     async def purges_max_id(self) -> int:
         return await self._one("fetchval", "SELECT coalesce(max(id), 0) FROM purges")
@@ -182,11 +183,11 @@ class SharedMixin:
                                  " WHERE id = $2 AND resolved_at IS NULL", at, complaint_id)
         return status.split()[-1] == "1"
 
-    async def complaints(self, *, open_only: bool = False) -> list[tuple]:
+    async def complaints(self, *, open_only: bool = False) -> list[ComplaintRow]:
         """(id, host, key, contact, note, recorded_at, resolved_at), oldest first."""
         rows = await self._one("fetch", "SELECT id, host, key, contact, note, recorded_at, resolved_at"
                                " FROM abuse_complaints WHERE NOT $1 OR resolved_at IS NULL ORDER BY id", open_only)
-        return [tuple(r) for r in rows]
+        return [ComplaintRow(*r) for r in rows]
 
     # ---- exact duplicates, shared ----------------------------------------------------------------
 

@@ -174,7 +174,7 @@ WITH t AS (
         band = excluded.band, depth = excluded.depth, via = excluded.via, reason = NULL, detail = NULL
      WHERE u.state = 'skipped' AND u.reason = 'nofollow'   -- refused as nofollow, followed elsewhere
     RETURNING u.url, u.partition
-), q AS (INSERT INTO inbox (partition, url) SELECT partition, url FROM up)
+), q AS (INSERT INTO inbox (partition, url, judged) SELECT partition, url, false FROM up)   -- new: unjudged
 SELECT url FROM up"""
 
 _DECISIONS = """
