@@ -32,7 +32,10 @@ store batch that acknowledges them is committed every `store.commit_interval_s`
 after the WARC writer is flushed (invariant 5); each commit also polls for
 purges (invariant 7), which take effect at once. A page counts as fetched in the
 store only together with the links found on it, so `kill -9` loses nothing:
-unacknowledged pages are fetched again (at-least-once).
+unacknowledged pages are fetched again (at-least-once). A store that cannot be
+written is retried with back-off, fetching pauses past `store.unwritten_max`
+unwritten requests, and past `store.down_s_max` the crawl stops
+(runtime/group_commit.py).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
 from courtly.runtime.distribution import Deployment, Tenure
 from courtly.runtime.dns_ahead import DnsAhead
+from courtly.runtime.group_commit import GroupCommit
 from courtly.runtime.keymemory import KeyMemory
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
@@ -157,7 +161,7 @@ class Crawler:
         self.bans = BanWatch(BanConfig(run_403=p.ban_403_run, run_same_body=p.ban_same_body_run))
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self.requests = LeaseRequests(self)
-        self._budget_saved_at = 0.0
+        self.group = GroupCommit(self)   # its own store's commits, and its outages (runtime/group_commit)
         self.stats = CrawlStats()
         self.batch = Batch()
         self.attempts: dict[str, int] = {}   # URL -> tries so far (results and overflow count them)
@@ -248,7 +252,7 @@ class Crawler:
     async def run(self) -> CrawlStats:
         self.stats.started_at = self.clock.now()
         self.batch.meta["started"] = repr(self.stats.started_at)
-        committer = asyncio.create_task(self._commit_loop())
+        committer = asyncio.create_task(self._seat.loop() if self._seat is not None else self.group.loop())
         # the committer ending on its own is a bug: stop loudly (like a fetch
         # task), never go on fetching with nothing written (a distributed
         # worker would then wait forever for its own uncommitted pages)
@@ -268,7 +272,10 @@ class Crawler:
             await asyncio.gather(committer, return_exceptions=True)   # a failure is in _fatal
             if ended and not self._aborted and self._fatal is None and not self.stats.in_flight:
                 self.batch.meta[CLEAN_STOP_META] = "1"
-            self.commit(final=True)
+            if self._seat is not None:
+                self._seat.commit(final=True)
+            else:   # retried while the store is down, up to store.down_s_max
+                await self.group.finish(self._aborted)
         return self.stats
 
     async def _main_loop(self) -> None:
@@ -285,7 +292,7 @@ class Crawler:
                 self._queue_checks(now)
             while not self._stopping and len(self._tasks) < self.cfg.crawl.fetch_tasks:
                 left = self.budget_left()
-                if left is not None and left <= 0:
+                if (left is not None and left <= 0) or self.group.paused():
                     break
                 lease = self.frontier.lease(now, self._batch_for)
                 if lease is None:
@@ -308,8 +315,8 @@ class Crawler:
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             left = self.budget_left()
-            if self._stopping or (left is not None and left <= 0):
-                timeout = None   # no new lease until a task ends (it sets _wake)
+            if self._stopping or (left is not None and left <= 0) or self.group.paused():
+                timeout = None   # no new lease until a task ends or the store is back (both set _wake)
             await self._wake.wait(timeout)
 
     def _plan_recrawls(self, now: float) -> None:
@@ -365,39 +372,12 @@ class Crawler:
             self._stopping = True
         self._wake.set()
 
-    async def _commit_loop(self) -> None:
-        if self._seat is not None:
-            await self._seat.loop()
-            return
-        while True:
-            await self.clock.sleep(self.cfg.store.commit_interval_s)
-            self.commit()
-
     def commit(self, *, final: bool = False) -> None:
-        if self._seat is not None:   # a distributed worker writes the batches (runtime/worker)
+        """Write the batch now (runtime/group_commit; a worker's deployment writes its own)."""
+        if self._seat is not None:
             self._seat.commit(final=final)
-            return
-        now = self.clock.now()
-        self.takedowns.poll(now)     # new purges take effect before this batch is written
-        self.complaints.poll(now)    # and new abuse complaints slow their keys
-        self.takedowns.filter_batch(self.batch, now)
-        self.key_memory.sweep(now, self.batch, self.politeness, self.robots, self.bans, self._key_busy)
-        if final or now - self._budget_saved_at >= 10.0:
-            self.budget.save(self.batch)
-            self.recrawl.save(self.batch)
-            self._budget_saved_at = now
-        if len(self.batch):
-            batch, self.batch = self.batch, Batch()
-            self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
-            self.store.apply(batch)
-            self.admission.committed()
-            self.consumers.committed(batch)   # after the WARC flush: streams name written bytes
-            self.bloom_watch.after_commit()   # the store now holds every URL the filter does
-        self.consumers.poll(now)    # new submissions, like purges, at every commit
-        self.monitor.save()         # after the WARC flush: a change event never names unwritten bytes
-        self.monitor.poll(now)
-        self.overflow.refill(now)   # the store now holds every queued URL decided so far
-        self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
+        else:
+            self.group.commit(final=final)
 
     # ---- queueing -------------------------------------------------------------
 
@@ -460,7 +440,7 @@ class Crawler:
         try:
             while remaining and not self._stopping:
                 left = self.budget_left()
-                if left is not None and left <= 0:
+                if (left is not None and left <= 0) or self.group.paused():
                     break
                 item = remaining[0]
                 self._reserved += 1   # hold a page of the budget across the awaits below
@@ -570,7 +550,7 @@ class Crawler:
         now = self.clock.now()
         return self.politeness.ready_at(key, now) > now + LEASE_HOLD_S
 
-    def _key_busy(self, key: str) -> bool:
+    def key_busy(self, key: str) -> bool:
         """The key has queued URLs or a request waiting: its state stays in memory."""
         return self.frontier.has_key(key) or self.requests.key_held(key)
 

@@ -74,6 +74,8 @@ def environment_problem(exc: BaseException) -> str:
     e: BaseException | None = exc
     while e is not None and seen < _CHAIN_MAX:
         seen += 1
+        if getattr(e, "environment", False):   # an error that names its own cause (runtime/group_commit.StoreDown)
+            return str(e)
         if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
             where = f" writing {e.filename}" if e.filename else ""
             return f"{ENVIRONMENT_ERRNOS[e.errno]}{where} ({errno.errorcode[e.errno]})"

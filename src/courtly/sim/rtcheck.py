@@ -24,7 +24,10 @@ Rules (each a `Rule`; a run's violations come in the order of the log):
   interval of its tiers). A request the crawler cut (an abort, status -1) is no answer,
   but it counts for the gaps: the server saw it arrive.
 - LOST: every link of a page answered 200 is in the store (queued, fetched
-  or decided); NO_REASON: every URL skipped or failed has a reason;
+  or decided), but for a page the store has queued or not at all after a crawl
+  stopped by its store being down past `store.down_s_max` (its answer was
+  never acknowledged: the next run refetches it and its links); NO_REASON:
+  every URL skipped or failed has a reason;
   LEFT_QUEUED: a crawl that ended by itself left nothing queued.
 
 The tolerance is a microsecond: the run is in virtual time, which has no
@@ -201,13 +204,16 @@ def check_duplicates(log: Sequence[Request], t0: float, recrawl_s_min: float | N
 
 
 def check_store(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow], *, ended_by_itself: bool,
-                t0: float) -> list[Violation]:
+                t0: float, store_down: bool = False) -> list[Violation]:
     stored = {row.url: row for row in rows}
     out = []
     for r in log:
         host = web.by_name[r.host]
         if r.status != 200 or r.path not in host.links:
             continue
+        page = stored.get(r.url)
+        if store_down and (page is None or page.state == "queued"):
+            continue   # answered after the last commit the store took: the next run (re)finds and fetches it
         for link in host.links[r.path]:
             if link not in stored:
                 out.append(Violation(Rule.LOST, r.done_at - t0,
@@ -221,9 +227,9 @@ def check_store(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow],
 
 
 def check_run(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow], lim: CheckLimits, *,
-              t0: float, ended_by_itself: bool) -> list[Violation]:
+              t0: float, ended_by_itself: bool, store_down: bool = False) -> list[Violation]:
     """Every violation of the run, ordered by when it happened."""
     found = (check_keys(web, log, lim, t0) + check_ips(log, lim, t0) + check_robots(web, log, lim, t0)
              + check_duplicates(log, t0, lim.recrawl_s_min)
-             + check_store(web, log, rows, ended_by_itself=ended_by_itself, t0=t0))
+             + check_store(web, log, rows, ended_by_itself=ended_by_itself, t0=t0, store_down=store_down))
     return sorted(found, key=lambda v: (v.at, v.rule))
