@@ -46,6 +46,7 @@ def test_the_fifty_ci_seeds_with_faults_pass_every_check():
     assert any(r.store_down for r in results)
     # the process froze inside a commit and inside a fetch answer, and politeness held after it
     assert {r.web.freeze_in for r in results if r.froze} == {"commit", "fetch"}
+    assert any(r.froze and r.web.freeze_s > config_for(r.seed).crawl.lease_s for r in results)   # past a lease
     assert sum(r.pages_fetched for r in results) > 500
 
 

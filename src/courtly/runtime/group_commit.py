@@ -27,8 +27,8 @@ the engine's clock (the commit loop's tick skips until then). Meanwhile:
 - idle keys are not evicted: their saved state would sit in an unwritten
   batch, and a key read back from the store would come back stale;
 - a store down for longer than `store.down_s_max` stops the crawl: `StoreDown`
-  (a `StoreError` marked as an environment error: one line, exit status 4,
-  runtime/exits; the store's own error is its cause). What
+  (an environment error: one line, exit status 4, runtime/exits; the store's
+  own error is its cause). What
   was not written is fetched again by the next run (at-least-once, as after
   `kill -9`): a page counts as fetched only with its links.
 
@@ -47,7 +47,6 @@ import sqlite3
 from dataclasses import dataclass
 
 from courtly.ports import Batch, StoreUnavailableError
-from courtly.shell.store.sqlite_folder import StoreError
 
 __all__ = ["GroupCommit", "StoreDown", "StoreOutage", "UNAVAILABLE", "RETRY_S_MIN", "RETRY_S_MAX"]
 
@@ -59,7 +58,7 @@ RETRY_S_MIN = 0.5
 RETRY_S_MAX = 30.0
 
 
-class StoreDown(StoreError):
+class StoreDown(Exception):
     """The crawl's store stayed unavailable past `store.down_s_max`: the crawl
     stopped (an environment error: exit status 4, state saved, resumable)."""
 
