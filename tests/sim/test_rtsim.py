@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from courtly.core import politeness
-from courtly.runtime import crawler as crawler_module
+from courtly.runtime import host_batch
 from courtly.sim import vloop
 from courtly.sim.rtcheck import CheckLimits, Rule, check_duplicates, check_ips, check_keys, check_robots
 from courtly.sim.rtsim import T0, config_for, main, run_seed, run_seeds
@@ -114,7 +114,7 @@ def test_a_retry_after_ignored_by_the_real_code_is_caught(monkeypatch):
 
 
 def test_robots_rules_ignored_by_the_real_code_are_caught(monkeypatch):
-    monkeypatch.setattr(crawler_module, "path_of", lambda url: "/robots.txt")   # every path looks allowed
+    monkeypatch.setattr(host_batch, "path_of", lambda url: "/robots.txt")   # every path looks allowed
     seed, v = _first_caught({Rule.ROBOTS_DISALLOWED, Rule.ROBOTS_UNREACHABLE})
     assert seed is not None
 
