@@ -255,7 +255,7 @@ class Crawler:
             if self._seat is not None:
                 self._seat.commit(final=True)
             else:   # retried while the store is down, up to store.down_s_max
-                await self.group.finish(self._aborted)
+                await self.group.finish(lambda: self._aborted)
         return self.stats
 
     async def _main_loop(self) -> None:

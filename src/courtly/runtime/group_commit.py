@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from dataclasses import dataclass
+from typing import Callable
 
 from courtly.ports import Batch, StoreUnavailableError
 
@@ -56,6 +57,7 @@ log = logging.getLogger("courtly")
 UNAVAILABLE = (sqlite3.OperationalError, StoreUnavailableError)
 RETRY_S_MIN = 0.5
 RETRY_S_MAX = 30.0
+ABORT_LOOK_S = 1.0     # a stopping crawl waiting for its store looks this often for a second Ctrl-C
 
 
 class StoreDown(Exception):
@@ -146,12 +148,20 @@ class GroupCommit:
                         c.crawl_id, lasted)
             c.wake()
 
-    async def finish(self, aborted: bool) -> None:
-        """The end of a run: commit, retrying while the store is down (not after an abort)."""
+    async def finish(self, aborted: Callable[[], bool]) -> None:
+        """The end of a run: commit, retrying while the store is down, until
+        written, past the horizon, or `aborted()` (a second Ctrl-C, looked at
+        every ABORT_LOOK_S of the wait)."""
+        c = self.c
         self.commit(final=True)
-        while self.outage.down and not aborted and self.c.fatal is None:
-            await self.c.clock.sleep_until(self.outage.retry_at)
-            self.commit(final=True)
+        while self.outage.down and not aborted() and c.fatal is None:
+            await c.clock.sleep_until(min(self.outage.retry_at, c.clock.now() + ABORT_LOOK_S))
+            if c.clock.now() >= self.outage.retry_at:
+                self.commit(final=True)
+        if self.outage.down:
+            made = len(c.batch.fetches) + sum(len(b.fetches) for b in self.unwritten)
+            log.warning("[%s] the crawl database was not written: %d requests since the last commit are not "
+                        "acknowledged, and the next run fetches those pages again", c.crawl_id, made)
 
     def _failed(self, now: float, e: BaseException) -> None:
         first = not self.outage.down
