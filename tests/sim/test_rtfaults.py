@@ -23,6 +23,12 @@ def _store_seeds():
     return [s for s in CI_SEEDS if draw_web(s).store_down_at_s is not None]
 
 
+def _while_down(r):
+    """The requests sent while the store was down (the resumed crawl comes after)."""
+    down_at = T0 + r.web.store_down_at_s
+    return [q for q in r.requests if down_at <= q.sent_at < down_at + r.web.store_down_s]
+
+
 def test_a_commit_that_forgets_what_the_store_refused_is_caught(monkeypatch):
     failed = GroupCommit._failed
 
@@ -44,8 +50,7 @@ def test_a_commit_that_forgets_what_the_store_refused_is_caught(monkeypatch):
 def test_fetching_pauses_at_the_unwritten_bound_while_the_store_is_down():
     r = run_seed(PAUSE_SEED)
     assert r.ok and r.store_failures and r.store_down
-    down_at = T0 + r.web.store_down_at_s
-    sent = [q for q in r.requests if q.sent_at >= down_at]
+    sent = _while_down(r)
     # the bound, and the requests of the fetch tasks already past their check
     assert len(sent) <= UNWRITTEN_MAX + config_for(PAUSE_SEED).crawl.fetch_tasks, len(sent)
 
@@ -53,8 +58,16 @@ def test_fetching_pauses_at_the_unwritten_bound_while_the_store_is_down():
 def test_the_same_seed_pauses_no_more_once_the_pause_is_broken(monkeypatch):
     monkeypatch.setattr(GroupCommit, "paused", lambda self: False)
     r = run_seed(PAUSE_SEED)
-    down_at = T0 + r.web.store_down_at_s
-    assert sum(q.sent_at >= down_at for q in r.requests) > UNWRITTEN_MAX + config_for(PAUSE_SEED).crawl.fetch_tasks
+    assert len(_while_down(r)) > UNWRITTEN_MAX + config_for(PAUSE_SEED).crawl.fetch_tasks
+
+
+def test_a_crawl_stopped_by_its_store_is_resumed_once_the_store_is_back_and_refetches_only_what_was_not_settled():
+    r = run_seed(PAUSE_SEED)
+    back = T0 + r.web.store_down_at_s + r.web.store_down_s
+    before = {q.url for q in r.requests if q.sent_at < back and q.status == 200}
+    again = [q for q in r.requests if q.sent_at >= back and q.url in before]
+    assert r.store_down and r.ok and r.ended_by_itself   # the checker allowed the refetches: none settled
+    assert again and len(again) < len(before)
 
 
 def test_the_flaky_store_fails_every_call_within_its_window_with_the_drivers_error_code(tmp_path):
@@ -107,3 +120,16 @@ def test_a_freeze_moves_time_inside_the_call_once_and_only_where_it_was_drawn():
 
     stalled, at, ran = run_virtual(main, start_at=T0)
     assert stalled == 30.0 and at == 36.0 and ran == [36.0]
+
+
+def test_after_a_store_down_stop_only_urls_the_store_had_not_settled_may_be_requested_again():
+    from courtly.sim.rtcheck import check_duplicates
+    from courtly.sim.rtweb import Request
+
+    def req(path: str, at: float) -> Request:
+        return Request(f"http://k0.test{path}", "k0.test", path, "203.0.113.10", T0 + at, T0 + at + 0.1, 200, "")
+
+    log = [req("/a", 0), req("/b", 2), req("/a", 500), req("/b", 502)]
+    resumed = (T0 + 400.0, frozenset({"http://k0.test/a"}))   # /a settled before the stop, /b not
+    assert [v.at for v in check_duplicates(log, T0, None, resumed)] == [500.0]
+    assert [v.at for v in check_duplicates(log, T0, None, None)] == [500.0, 502.0]

@@ -114,10 +114,15 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None,
             if web.leap_at_s is not None:
                 loop.call_later(web.leap_at_s, loop.leap, web.leap_s)
             outcome["pages"] = 0
-            for run in range(2 if web.restart_at_s is not None else 1):
-                restarted = await _one_run(cfg, clock, f, web, folder, first=run == 0, outcome=outcome, freeze=freeze)
-                if not restarted:
-                    break
+            restarted = await _one_run(cfg, clock, f, web, folder, first=True, outcome=outcome, freeze=freeze)
+            if restarted:   # stopped or aborted for the web's restart: a new run resumes at once
+                await _one_run(cfg, clock, f, web, folder, first=False, outcome=outcome, freeze=freeze)
+            if "store_down" in outcome:   # the same command, run again once the store is back
+                outcome["acknowledged"] = _acknowledged(folder)
+                await clock.sleep_until(max(clock.now(), T0 + web.store_down_at_s + web.store_down_s))
+                outcome["resumed_at"] = clock.now()
+                outcome["stopped_down"] = outcome.pop("store_down")
+                await _one_run(cfg, clock, f, web, folder, first=False, outcome=outcome, freeze=freeze, seeds=True)
 
         problems: list[Violation] = []
         try:
@@ -135,12 +140,16 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None,
             rows = [UrlRow(*r) for r in db.execute("SELECT url, state, reason FROM urls ORDER BY rowid")]
         finally:
             db.close()
+    resumed = None
+    if "resumed_at" in outcome:
+        resumed = (float(outcome["resumed_at"]), outcome["acknowledged"])
     found = check_run(web, log, rows, limits_of(cfg), t0=T0, ended_by_itself=bool(outcome.get("ended")),
-                      store_down="store_down" in outcome)
+                      resumed_after_down=resumed)
     freeze = outcome.get("freeze")
     return SeedResult(seed, web, log, tuple(problems + found), int(outcome.get("pages", 0)),
                       _when(outcome), bool(outcome.get("ended")), int(outcome.get("store_failures", 0)),
-                      "store_down" in outcome, freeze is not None and freeze.done_at is not None)
+                      "store_down" in outcome or "stopped_down" in outcome,
+                      freeze is not None and freeze.done_at is not None)
 
 
 def _when(outcome: dict) -> float:
@@ -149,10 +158,20 @@ def _when(outcome: dict) -> float:
     return loop.time() - T0 if loop is not None else 0.0
 
 
+def _acknowledged(folder: Path) -> frozenset[str]:
+    """The URLs the store has settled (any state but queued), read as a reader beside the crawl would."""
+    db = sqlite3.connect(folder / "crawl.db")
+    try:
+        return frozenset(u for (u,) in db.execute("SELECT url FROM urls WHERE state != 'queued'"))
+    finally:
+        db.close()
+
+
 async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: RuntimeWeb, folder: Path, *,
-                   first: bool, outcome: dict, freeze: Freeze) -> bool:
-    """One crawl on the folder's store (the first one admits the seeds); True
-    when it was stopped for the web's restart, so that another resumes."""
+                   first: bool, outcome: dict, freeze: Freeze, seeds: bool = False) -> bool:
+    """One crawl on the folder's store (the first one, or one with `seeds`,
+    admits the seeds, as the same command does again); True when it was
+    stopped for the web's restart, so that another resumes."""
     store = FlakyStore(SqliteStore(folder / "crawl.db"), web, clock, T0, freeze)
     crawler = Crawler(cfg, clock=clock, resolver=SimResolver(web), fetcher=fetcher, warc=SimWarc(), store=store,
                       extractor=SimExtractor(cfg.robots.token, cfg.extract.links_max, cfg.budget.enabled))
@@ -165,8 +184,9 @@ async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: R
     timer = None
     try:
         crawler.load()
-        if first:
+        if first or seeds:
             await feed_seeds(crawler, web.seeds)   # as runtime/wiring.run_crawl admits them
+        if first:
             if web.restart_at_s is not None:
                 timer = clock.timer(clock.now() + web.restart_at_s, restart)
         stats = await crawler.run()
