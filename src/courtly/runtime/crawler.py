@@ -61,7 +61,7 @@ from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
 from courtly.runtime.distribution import Deployment
 from courtly.runtime.dns_ahead import DnsAhead
-from courtly.runtime.group_commit import GroupCommit
+from courtly.runtime.group_commit import UNAVAILABLE, GroupCommit
 from courtly.runtime.host_batch import HostBatches
 from courtly.runtime.keymemory import KeyMemory
 from courtly.runtime.overflow import Overflow
@@ -380,7 +380,11 @@ class Crawler:
         if self.frontier.has_key(item.key):
             ready = 0.0
         else:
-            ready = self.politeness.ready_at(item.key, now)
+            try:
+                ready = self.politeness.ready_at(item.key, now)
+            except UNAVAILABLE:   # an evicted key's state is in the store, which is down: queued once it is back
+                self.group.park(item, stored)
+                return True
             self.dns_ahead.ahead(item.url)
         try:
             self.frontier.add(item, ready)

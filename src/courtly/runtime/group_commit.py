@@ -24,8 +24,11 @@ the engine's clock (the commit loop's tick skips until then). Meanwhile:
   (runtime/admission) instead of being dropped or queued twice; the next
   commit admits it again first, and writes nothing while one still waits (a
   page is acknowledged only together with its links);
-- idle keys are not evicted: their saved state would sit in an unwritten
-  batch, and a key read back from the store would come back stale;
+- idle keys are not evicted while batches wait (an evicted key's state
+  waiting in a batch is read back from there, runtime/keymemory); a key
+  whose saved state cannot be read back from the store waits, its URL
+  queued after the next good commit (`park`), and so does a robots.txt copy
+  (runtime/host_batch: the key is handed back for a while);
 - a store down for longer than `store.down_s_max` stops the crawl: `StoreDown`
   (an environment error: one line, exit status 4, runtime/exits; the store's
   own error is its cause). What
@@ -47,6 +50,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Callable
 
+from courtly.core.types import UrlItem
 from courtly.ports import Batch, StoreUnavailableError
 
 __all__ = ["GroupCommit", "StoreDown", "StoreOutage", "UNAVAILABLE", "RETRY_S_MIN", "RETRY_S_MAX"]
@@ -115,6 +119,7 @@ class GroupCommit:
         self.unwritten_max = s.unwritten_max
         self.outage = StoreOutage(s.down_s_max)
         self.unwritten: list[Batch] = []
+        self.parked: list[tuple[UrlItem, bool]] = []   # URLs of evicted keys that could not be read back
         self._budget_saved_at = 0.0
 
     async def loop(self) -> None:
@@ -122,6 +127,11 @@ class GroupCommit:
         while True:
             await clock.sleep(self.interval_s)
             self.commit()
+
+    def park(self, item: UrlItem, stored: bool) -> None:
+        """`item`'s key state could not be read back from the store: queued
+        after the next good commit (bounded as fetching is: see `paused`)."""
+        self.parked.append((item, stored))
 
     def paused(self) -> bool:
         """Fetching waits: the store is down and the requests it has not
@@ -201,9 +211,13 @@ class GroupCommit:
                 self.unwritten.pop(0)
                 c.consumers.committed(batch)   # after the WARC flush: streams name written bytes
             c.admission.committed()
+            c.key_memory.written()        # evicted states are in the store: read back from there
             c.bloom_watch.after_commit()   # the store now holds every URL the filter does
         c.consumers.poll(now)     # new submissions, like purges, at every commit
         c.monitor.save()          # after the WARC flush: a change event never names unwritten bytes
         c.monitor.poll(now)
         c.overflow.refill(now)    # the store now holds every queued URL decided so far
         c.takedowns.settle()      # after the batch: rows it wrote in scope are marked too
+        parked, self.parked = self.parked, []
+        for item, stored in parked:
+            c.queue(item, now, stored=stored)

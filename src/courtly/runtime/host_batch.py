@@ -39,6 +39,7 @@ from courtly.core.types import Reason, UrlItem
 from courtly.core.urls import origin_of_normalized, origin_text_of_normalized
 from courtly.ports import ResolveFailed
 from courtly.runtime.distribution import Tenure
+from courtly.runtime.group_commit import UNAVAILABLE
 from courtly.runtime.requests import path_of
 from courtly.runtime.takedown import PurgedNow
 
@@ -55,6 +56,7 @@ log = logging.getLogger("courtly")
 LEASE_HOLD_S = 0.05
 
 _WAITING = (Health.PARKED, Health.PAUSED, Health.DOWN)
+STORE_WAIT_S = 5.0     # a key whose robots.txt copy cannot be read back (the store is down) is handed back this long
 
 
 class HostBatches:
@@ -133,7 +135,11 @@ class HostBatches:
             c.decide(item.url, item.key, item.via, verdict.reason,
                         f"{verdict.rule}: {verdict.detail}", now, item.depth)
             return "done"
-        view = c.robots.lookup(origin_s, now)
+        try:
+            view = c.robots.lookup(origin_s, now)
+        except UNAVAILABLE:   # an evicted robots.txt copy, in the store, which is down: the key waits
+            self.hold[item.key] = now + STORE_WAIT_S
+            return "retry-later"
         if view.state is RobotsState.NEED_FETCH:
             if not await c.requests.fetch_robots(origin_s, item.key, lease, tenure):
                 return "lost"
