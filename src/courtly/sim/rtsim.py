@@ -255,12 +255,9 @@ def _one(seed: int, size: WebSize) -> int:
     for v in r.violations:
         print("violation: " + v.render())
     print(f"seed {seed}: {'ok' if r.ok else 'FAILED'}; {r.pages_fetched} pages, virtual {r.virtual_s:.1f} s, "
-          f"{'ended by itself' if r.ended_by_itself else _stop_of(r)}")
+          f"{'ended by itself' if r.ended_by_itself else 'stopped at the time limit'}"
+          + ("; stopped once by its store down past store.down_s_max, and resumed" if r.store_down else ""))
     return 0 if r.ok else 1
-
-
-def _stop_of(r: SeedResult) -> str:
-    return "stopped: its store was down past store.down_s_max" if r.store_down else "stopped at the time limit"
 
 
 def main(argv: list[str] | None = None) -> int:
