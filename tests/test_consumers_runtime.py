@@ -167,7 +167,7 @@ def test_a_keys_lease_gives_the_consumers_turns_by_weight_even_when_its_delay_al
     submit(tmp_path, CFG, "a", mine[:4], priority=4, intent="archive", now=T0)
     submit(tmp_path, CFG, "b", mine[4:], priority=4, intent="archive", now=T0)
     c.commit()
-    lease = c.frontier.lease(T0 + 10, c._batch_for)
+    lease = c.frontier.lease(T0 + 10, c.serving.batch_for)
     assert c.politeness.key("x.test").delay_s > 0.05 and len(lease.items) == 8   # the delay alone leases one
     order = [c.consumers.owners(it)[0] for it in c.consumers.order("x.test", list(lease.items))]
     last_b = len(order) - 1 - order[::-1].index("b")

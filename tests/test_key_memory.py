@@ -62,6 +62,7 @@ def test_evicted_state_is_committed_and_read_back_equal_from_sqlite(tmp_path):
     batch = Batch()
     assert km.sweep(T0 + 100, batch, pol, robots, bans, busy=lambda k: k == "k1.example") == 8
     store.apply(batch)
+    km.written()   # the committer says the batch is in the store (runtime/group_commit)
     assert pol.key_count == 2 and len(robots) == 2 and "k1.example" in pol.known_keys()
     for key, snap in before.items():
         assert pol.key(key).snapshot() == snap
@@ -189,3 +190,25 @@ def test_before_any_eviction_the_store_is_never_asked_even_one_without_the_reads
     assert pol.ready_at("new.example", T0) == 0.0
     assert robots.lookup("https://new.example", T0).state is RobotsState.NEED_FETCH
     assert km.read_back == 0
+
+
+def test_a_state_evicted_into_a_batch_the_store_refused_is_read_back_from_memory_not_stale_from_the_store(tmp_path):
+    store = CountingStore(tmp_path / "crawl.db")
+    km, pol, robots, bans = parts(store, keys_max=1)
+    for i in range(3):
+        pol.started(f"k{i}.example", T0)
+        pol.finished(f"k{i}.example", T0 + 1, response_s=2.0 + i, status=200)
+    first = Batch()
+    km.sweep(T0 + 100, first, pol, robots, bans, busy=lambda k: False)
+    store.apply(first)
+    km.written()
+    older = pol.key("k0.example").snapshot()   # read back from the store ...
+    pol.started("k0.example", T0 + 200)        # ... and changed: a slower answer, a later turn
+    pol.finished("k0.example", T0 + 209, response_s=9.0, status=200)
+    newer = pol.key("k0.example").snapshot()
+    assert newer != older
+    refused = Batch()                           # the commit of this batch fails: the store is down
+    km.sweep(T0 + 300, refused, pol, robots, bans, busy=lambda k: k == "k2.example")
+    assert "k0.example" in refused.hosts and "k0.example" not in pol.known_keys()
+    reads = store.reads
+    assert pol.key("k0.example").snapshot() == newer and store.reads == reads

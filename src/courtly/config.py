@@ -392,9 +392,13 @@ class FrontierSection:
 @dataclass(frozen=True, slots=True)
 class StoreSection:
     commit_interval_s: float = 0.5
+    unwritten_max: int = 1000     # requests not yet committed while the store is down: fetching pauses there
+    down_s_max: float = 120.0     # a store that cannot be written this long stops the crawl (runtime/group_commit)
 
     def __post_init__(self) -> None:
         _positive("store.commit_interval_s", self.commit_interval_s)   # 0: the commit loop would spin
+        _positive("store.unwritten_max", self.unwritten_max)
+        _positive("store.down_s_max", self.down_s_max)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,17 +4,18 @@ or robots rule in the real code is caught by the checker within those seeds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
 import pytest
 
 from courtly.core import politeness
-from courtly.runtime import crawler as crawler_module
+from courtly.runtime import host_batch
 from courtly.sim import vloop
 from courtly.sim.rtcheck import CheckLimits, Rule, check_duplicates, check_ips, check_keys, check_robots
 from courtly.sim.rtsim import T0, config_for, main, run_seed, run_seeds
-from courtly.sim.rtweb import ABORTED, HostFaults, Request, RuntimeWeb, SimHost
+from courtly.sim.rtweb import ABORTED, HostFaults, Request, RuntimeWeb, SimHost, draw_web
 
 CI_SEEDS = range(1, 51)
 
@@ -40,6 +41,12 @@ def test_the_fifty_ci_seeds_with_faults_pass_every_check():
     # stopped and resumed from the store: the resumed crawl went on fetching
     assert any(r.web.restart_at_s is not None and r.requests[-1].sent_at - T0 > r.web.restart_at_s for r in results)
     assert statuses[ABORTED]   # an abort cut requests in flight, and the resumed crawl still passed
+    # the store failed under a crawl, which went on once it was back or stopped past store.down_s_max
+    assert any(r.store_failures and not r.store_down for r in results)
+    assert any(r.store_down for r in results)
+    # the process froze inside a commit and inside a fetch answer, and politeness held after it
+    assert {r.web.freeze_in for r in results if r.froze} == {"commit", "fetch"}
+    assert any(r.froze and r.web.freeze_s > config_for(r.seed).crawl.lease_s for r in results)   # past a lease
     assert sum(r.pages_fetched for r in results) > 500
 
 
@@ -48,9 +55,15 @@ def test_the_fifty_ci_seeds_with_faults_pass_every_check():
 LEASE_LEAP_SEEDS = (138, 223, 388)
 
 
+def _leap_only(seed: int):
+    """The seed's run without the faults drawn after the leap (a store outage
+    would pause fetching, so that no page is in flight when the clock leaps)."""
+    return run_seed(seed, web=dataclasses.replace(draw_web(seed), store_down_at_s=None, freeze_at_s=None))
+
+
 @pytest.mark.parametrize("seed", LEASE_LEAP_SEEDS)
 def test_a_clock_leap_past_the_lease_during_a_fetch_requests_no_url_twice(seed):
-    r = run_seed(seed)
+    r = _leap_only(seed)
     leap = T0 + r.web.leap_at_s
     assert r.web.leap_s > config_for(seed, r.web.intent).crawl.lease_s
     assert any(q.sent_at < leap < q.done_at for q in r.requests)   # a page was in flight
@@ -63,7 +76,7 @@ def test_a_wall_clock_step_past_the_lease_during_a_fetch_requests_no_url_twice(m
     monkeypatch.setattr(vloop.VirtualLoop, "step_s", 0.0, raising=False)
     monkeypatch.setattr(vloop.VirtualClock, "now", lambda self: self.loop.time() + self.loop.step_s)
     for seed in LEASE_LEAP_SEEDS[:2]:
-        r = run_seed(seed)
+        r = _leap_only(seed)
         assert any(q.sent_at < T0 + r.web.leap_at_s + r.web.leap_s < q.done_at for q in r.requests)
         assert not r.violations, r.violations[0].render()
 
@@ -101,7 +114,7 @@ def test_a_retry_after_ignored_by_the_real_code_is_caught(monkeypatch):
 
 
 def test_robots_rules_ignored_by_the_real_code_are_caught(monkeypatch):
-    monkeypatch.setattr(crawler_module, "path_of", lambda url: "/robots.txt")   # every path looks allowed
+    monkeypatch.setattr(host_batch, "path_of", lambda url: "/robots.txt")   # every path looks allowed
     seed, v = _first_caught({Rule.ROBOTS_DISALLOWED, Rule.ROBOTS_UNREACHABLE})
     assert seed is not None
 

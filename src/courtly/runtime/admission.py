@@ -5,7 +5,9 @@ core/urls), depth cap, URL-seen (Bloom negative cache, then the exact
 store), takedowns (purges in force: runtime/takedown), scope, politeness
 key, then the frontier. Every URL refused here that is not a duplicate gets
 a `Decision` in the store; duplicates are counted (their normalised form
-already has a record of its own).
+already has a record of its own). A URL whose seen-test needs the store
+while the store is down waits here and is admitted again at the next commit
+(runtime/group_commit).
 
 The pieces are the core's; this module only orders them and talks to the
 store, so it lives in the runtime.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from courtly.core.types import Reason, UrlItem
 from courtly.runtime.budget import LOW_BAND
+from courtly.runtime.group_commit import UNAVAILABLE
 from courtly.core.urls import (
     UrlError,
     escape_raw_octets,
@@ -70,6 +73,8 @@ class Admission:
         self._normalized: dict[str, str] = {}
         self._normalized_old: dict[str, str] = {}
         self._seed_hosts: set[str] = set()
+        # links the store could not test while it was down (bounded: fetching pauses then, runtime/group_commit)
+        self._waiting: list[tuple[str, str | None, int, int, int]] = []
         self._seed_domains: set[str] = set()
 
     def set_seeds(self, seeds: Iterable[str]) -> None:
@@ -88,6 +93,14 @@ class Admission:
         while len(recent) > self._recent_max:
             recent.popitem(last=False)
         self._pending.clear()
+
+    def readmit(self, now: float) -> int:
+        """Admit again the links whose seen-test waited for the store
+        (runtime/group_commit); how many still wait (the store failed again)."""
+        waiting, self._waiting = self._waiting, []
+        for url, via, band, depth, redirects in waiting:
+            self.admit(url, via=via, band=band, depth=depth, now=now, redirects=redirects)
+        return len(self._waiting)
 
     def remember(self, url: str) -> None:
         """`url` is in the store already (claimed from a worker's inbox): seen."""
@@ -133,7 +146,12 @@ class Admission:
                 self._pending.add(raw)
                 c.decide(raw[:4096], "", via_s, e.reason, str(e), now, depth)
             return False
-        if self._is_seen(url):
+        try:
+            seen = self._is_seen(url)
+        except UNAVAILABLE:   # the store cannot say now: ask again after its next good commit
+            self._waiting.append((url, via, band, depth, redirects))
+            return False
+        if seen:
             c.stats.duplicates += 1
             return False
         c.seen.add(url)

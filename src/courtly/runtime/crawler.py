@@ -12,16 +12,9 @@ overdue leases (never one a live task holds: a clock leap past
 `frontier.next_wakeup()` or until something changes (a task ends, URLs are
 queued). Nothing polls.
 
-A fetch task serves one lease, i.e. one politeness key, URL after URL:
-
-    purged?                              (Decision PURGED; see runtime/takedown)
-    key down past its horizon?           (Decision HOST_DOWN / BANNED; core/health)
-    robots ready for the URL's origin?   (fetch robots.txt first, same rules)
-    allowed by robots?                   (else Decision ROBOTS / ROBOTS_UNREACHABLE)
-    resolve + SSRF check                 (else Decision DNS / NON_PUBLIC)
-    wait for the key's next fetch time, then for the IP's limits
-    fetch -> politeness.finished -> WARC record -> links -> store
-    (a failure of the host backs the key off or parks it; its URL waits)
+A fetch task serves one lease, i.e. one politeness key, URL after URL
+(runtime/host_batch.py: purges, health, robots.txt first, resolve and SSRF
+check, the key's and the IP's turn, fetch, results).
 
 Politeness is structural: only the lease holder fetches for a key, a per-key
 lock covers the rare request made for another key (a robots.txt redirect to
@@ -32,7 +25,10 @@ store batch that acknowledges them is committed every `store.commit_interval_s`
 after the WARC writer is flushed (invariant 5); each commit also polls for
 purges (invariant 7), which take effect at once. A page counts as fetched in the
 store only together with the links found on it, so `kill -9` loses nothing:
-unacknowledged pages are fetched again (at-least-once).
+unacknowledged pages are fetched again (at-least-once). A store that cannot be
+written is retried with back-off, fetching pauses past `store.unwritten_max`
+unwritten requests, and past `store.down_s_max` the crawl stops
+(runtime/group_commit.py).
 """
 
 from __future__ import annotations
@@ -45,18 +41,14 @@ from typing import Iterable
 
 from courtly.config import Config
 from courtly.core.ban import BanConfig, BanWatch
-from courtly.core.frontier import Frontier, FrontierFull, Lease
-from courtly.core.health import Health
+from courtly.core.frontier import Frontier, FrontierFull
 from courtly.core.intent import profile_of
-from courtly.core.netpolicy import is_public_address
 from courtly.core.politeness import AllowEntry, Politeness, PolitenessConfig
-from courtly.core.robots import REDIRECTS_MAX, RobotsBook, RobotsState
+from courtly.core.robots import REDIRECTS_MAX, RobotsBook
 from courtly.core.seen import SeenFilter
 from courtly.core.types import ItemKind, Reason, UrlItem
 from courtly.core.urls import (
     escape_raw_octets,
-    origin_of_normalized,
-    origin_text_of_normalized,
     politeness_key,
     split_origin,
 )
@@ -67,18 +59,20 @@ from courtly.runtime.crawlstats import CrawlStats
 from courtly.runtime.monitor import Monitor
 from courtly.runtime.budget import BudgetDefence
 from courtly.runtime.normalization import rules_of
-from courtly.runtime.distribution import Deployment, Tenure
+from courtly.runtime.distribution import Deployment
 from courtly.runtime.dns_ahead import DnsAhead
+from courtly.runtime.group_commit import UNAVAILABLE, GroupCommit
+from courtly.runtime.host_batch import HostBatches
 from courtly.runtime.keymemory import KeyMemory
 from courtly.runtime.overflow import Overflow
 from courtly.runtime.recrawl import Recrawl
-from courtly.runtime.requests import LeaseRequests, path_of
+from courtly.runtime.requests import LeaseRequests
 from courtly.runtime.results import Results
 from courtly.runtime.resume import CLEAN_STOP_META, resume_from_store
 from courtly.runtime.slowdown import Complaints
-from courtly.runtime.takedown import PurgedNow, Takedowns
+from courtly.runtime.takedown import Takedowns
 from courtly.runtime.wakeup import Wakeup
-from courtly.ports import Batch, ResolveFailed
+from courtly.ports import Batch
 
 __all__ = ["Crawler", "CrawlStats"]
 
@@ -87,13 +81,6 @@ log = logging.getLogger("courtly")
 SEED_BAND = 1
 LINK_BAND = 4
 HINT_BAND = 5          # canonical / alternate / pagination links
-# A lease task gives its host back to the frontier, rest of the batch and
-# all, when the host's next request is further off than this: a task that
-# slept through the politeness delay held one of the `fetch_tasks` slots, so
-# with a 1 s delay the crawl could not pass `fetch_tasks` pages/s however
-# many hosts were ready (docs/performance.md, S2).
-# Shorter waits are slept in the task: re-leasing costs more than they do.
-LEASE_HOLD_S = 0.05
 
 
 class Crawler:
@@ -157,20 +144,17 @@ class Crawler:
         self.bans = BanWatch(BanConfig(run_403=p.ban_403_run, run_same_body=p.ban_same_body_run))
         self.crawl_id = ""      # one per crawl folder (store meta), on every decision log line
         self.requests = LeaseRequests(self)
-        self._budget_saved_at = 0.0
+        self.group = GroupCommit(self)   # its own store's commits, and its outages (runtime/group_commit)
         self.stats = CrawlStats()
         self.batch = Batch()
         self.attempts: dict[str, int] = {}   # URL -> tries so far (results and overflow count them)
-        self._hold: dict[str, float] = {}
-        self._warned_impolite = False
-        self._reserved = 0     # pages being served (for the --max-pages budget)
+        self.serving = HostBatches(self)   # the fetch tasks' host batches (runtime/host_batch)
         # Observers (the status server): on_decision(url, key, reason, detail, at),
         # on_request(url, ip) and on_response(result). Read-only watchers.
         self.observers: list = []      # key -> not before (robots fetch pending)
         # told of each seed-stage (depth 0) decision: url, via, reason, detail (runtime/refusal)
         self.on_seed_refused = None
         self._tasks: set[asyncio.Task] = set()
-        self._held: set[int] = set()   # lease ids served by a live task: never expired
         self._processing: set[asyncio.Task] = set()
         self._pauses: set[asyncio.Future] = set()   # requests waiting for their turn (stop ends them)
         self._wake = Wakeup(clock)
@@ -243,12 +227,12 @@ class Crawler:
         m = self.cfg.crawl.max_pages
         if not m:
             return None
-        return m - self.stats.fetched - self._reserved
+        return m - self.stats.fetched - self.serving.reserved
 
     async def run(self) -> CrawlStats:
         self.stats.started_at = self.clock.now()
         self.batch.meta["started"] = repr(self.stats.started_at)
-        committer = asyncio.create_task(self._commit_loop())
+        committer = asyncio.create_task(self._seat.loop() if self._seat is not None else self.group.loop())
         # the committer ending on its own is a bug: stop loudly (like a fetch
         # task), never go on fetching with nothing written (a distributed
         # worker would then wait forever for its own uncommitted pages)
@@ -268,7 +252,10 @@ class Crawler:
             await asyncio.gather(committer, return_exceptions=True)   # a failure is in _fatal
             if ended and not self._aborted and self._fatal is None and not self.stats.in_flight:
                 self.batch.meta[CLEAN_STOP_META] = "1"
-            self.commit(final=True)
+            if self._seat is not None:
+                self._seat.commit(final=True)
+            else:   # retried while the store is down, up to store.down_s_max
+                await self.group.finish(lambda: self._aborted)
         return self.stats
 
     async def _main_loop(self) -> None:
@@ -278,22 +265,22 @@ class Crawler:
             now = self.clock.now()
             if ends_at is not None and now >= ends_at and not self._stopping:
                 self.stop()
-            self.frontier.expire(now, self._held)
+            self.frontier.expire(now, self.serving.held)
             if not self._stopping and self.recrawl.due(now):
                 self._plan_recrawls(now)
             if not self._stopping and self.monitor.enabled:
                 self._queue_checks(now)
             while not self._stopping and len(self._tasks) < self.cfg.crawl.fetch_tasks:
                 left = self.budget_left()
-                if left is not None and left <= 0:
+                if (left is not None and left <= 0) or self.group.paused():
                     break
-                lease = self.frontier.lease(now, self._batch_for)
+                lease = self.frontier.lease(now, self.serving.batch_for)
                 if lease is None:
                     break
                 lease = self.takedowns.drop(lease, now)
                 if lease is None:
                     continue   # every URL of it was purged: decisions made, key given back
-                t = asyncio.create_task(self._run_lease(lease))
+                t = asyncio.create_task(self.serving.run_lease(lease))
                 self._tasks.add(t)
                 t.add_done_callback(self._task_done)
             if not self._tasks and not self._processing:
@@ -308,8 +295,8 @@ class Crawler:
             self._wake.clear()
             timeout = None if wake is None else max(0.0, wake - self.clock.now())
             left = self.budget_left()
-            if self._stopping or (left is not None and left <= 0):
-                timeout = None   # no new lease until a task ends (it sets _wake)
+            if self._stopping or (left is not None and left <= 0) or self.group.paused():
+                timeout = None   # no new lease until a task ends or the store is back (both set _wake)
             await self._wake.wait(timeout)
 
     def _plan_recrawls(self, now: float) -> None:
@@ -365,39 +352,12 @@ class Crawler:
             self._stopping = True
         self._wake.set()
 
-    async def _commit_loop(self) -> None:
-        if self._seat is not None:
-            await self._seat.loop()
-            return
-        while True:
-            await self.clock.sleep(self.cfg.store.commit_interval_s)
-            self.commit()
-
     def commit(self, *, final: bool = False) -> None:
-        if self._seat is not None:   # a distributed worker writes the batches (runtime/worker)
+        """Write the batch now (runtime/group_commit; a worker's deployment writes its own)."""
+        if self._seat is not None:
             self._seat.commit(final=final)
-            return
-        now = self.clock.now()
-        self.takedowns.poll(now)     # new purges take effect before this batch is written
-        self.complaints.poll(now)    # and new abuse complaints slow their keys
-        self.takedowns.filter_batch(self.batch, now)
-        self.sweep_keys(now)
-        if final or now - self._budget_saved_at >= 10.0:
-            self.budget.save(self.batch)
-            self.recrawl.save(self.batch)
-            self._budget_saved_at = now
-        if len(self.batch):
-            batch, self.batch = self.batch, Batch()
-            self.warc.flush()           # raw bytes reach the disk before the store says "fetched"
-            self.store.apply(batch)
-            self.admission.committed()
-            self.consumers.committed(batch)   # after the WARC flush: streams name written bytes
-            self.bloom_watch.after_commit()   # the store now holds every URL the filter does
-        self.consumers.poll(now)    # new submissions, like purges, at every commit
-        self.monitor.save()         # after the WARC flush: a change event never names unwritten bytes
-        self.monitor.poll(now)
-        self.overflow.refill(now)   # the store now holds every queued URL decided so far
-        self.takedowns.settle()     # after the batch: rows it wrote in scope are marked too
+        else:
+            self.group.commit(final=final)
 
     # ---- queueing -------------------------------------------------------------
 
@@ -420,7 +380,11 @@ class Crawler:
         if self.frontier.has_key(item.key):
             ready = 0.0
         else:
-            ready = self.politeness.ready_at(item.key, now)
+            try:
+                ready = self.politeness.ready_at(item.key, now)
+            except UNAVAILABLE:   # an evicted key's state is in the store, which is down: queued once it is back
+                self.group.park(item, stored)
+                return True
             self.dns_ahead.ahead(item.url)
         try:
             self.frontier.add(item, ready)
@@ -448,129 +412,7 @@ class Crawler:
             self.on_seed_refused(url, via, reason, detail)
         self.batch.decisions.append((url, key, via, now, state, str(reason), detail, depth))
 
-    # ---- one lease ------------------------------------------------------------
-
-    async def _run_lease(self, lease: Lease) -> None:
-        key = lease.key
-        tenure = self.tenancy.tenure(key)    # every request of the batch is sent under it
-        remaining = self.consumers.order(key, list(lease.items))
-        lost = False
-        self.tenancy.begin(key)
-        self._held.add(lease.lease_id)
-        try:
-            while remaining and not self._stopping:
-                left = self.budget_left()
-                if left is not None and left <= 0:
-                    break
-                item = remaining[0]
-                self._reserved += 1   # hold a page of the budget across the awaits below
-                try:
-                    outcome = await self._serve(item, lease, tenure)
-                finally:
-                    self._reserved -= 1
-                if outcome == "lost":
-                    lost = True
-                    return
-                if outcome == "retry-later":
-                    break       # back-off, or the host's turn is far off: the rest waits too
-                remaining.pop(0)
-        finally:
-            if not lost:
-                now = self.clock.now()
-                ready_at = max(self.politeness.ready_at(key, now), self._hold.pop(key, 0.0))
-                self.frontier.complete(lease.lease_id, ready_at, remaining)
-                self.batch.hosts[key] = self.politeness.key(key).snapshot()
-            self._held.discard(lease.lease_id)
-            self.tenancy.end(key)
-            self._wake.set()
-
-    async def _serve(self, item: UrlItem, lease: Lease, tenure: Tenure) -> str:
-        """Fetch one URL of the lease. Returns 'done', 'retry-later' or 'lost'."""
-        now = self.clock.now()
-        purge = self.takedowns.match(item.url)
-        if purge is not None:
-            self.takedowns.decide(item.url, item.key, item.via, purge, now, item.depth)
-            return "done"
-        if self.politeness.gives_up(item.key, now):   # down past the horizon, no probe due
-            self.results.give_up(item, now)
-            return "done"
-        origin = origin_of_normalized(item.url)   # queued URLs are normalised
-        origin_s = origin_text_of_normalized(item.url)
-        # The address check comes first: a non-public target gets no request at
-        # all, not even for its robots.txt.
-        try:
-            ip = (await self.resolver.resolve(origin.host))[0]
-        except ResolveFailed as e:   # anything else is a bug, and propagates
-            self.decide(item.url, item.key, item.via, e.reason, e.detail, now, item.depth)
-            return "done"
-        if not self._warned_impolite and self.politeness.delay_s_min(item.key, now) < 1.0 \
-                and is_public_address(ip):
-            self._warned_impolite = True
-            log.warning("IMPOLITE: delay %.2f s (< 1 s) applies to %s, a public address (%s)",
-                        self.politeness.delay_s_min(item.key, now), item.key, ip)
-        # the trap guard first: a fenced trap's URL (a farm's new host name) costs no robots.txt
-        verdict = self.budget.before_fetch(item.key, item.url, now)
-        if not verdict.allowed:
-            self.decide(item.url, item.key, item.via, verdict.reason,
-                        f"{verdict.rule}: {verdict.detail}", now, item.depth)
-            return "done"
-        view = self.robots.lookup(origin_s, now)
-        if view.state is RobotsState.NEED_FETCH:
-            if not await self.requests.fetch_robots(origin_s, item.key, lease, tenure):
-                return "lost"
-            view = self.robots.lookup(origin_s, self.clock.now())
-        if view.state is not RobotsState.READY:
-            # an abandoned robots fetch: the book times it out; hold the key till then
-            self._hold[item.key] = self.clock.now() + 5.0
-            return "retry-later"
-        rules = view.rules
-        reason = view.skip_reason(self.token, path_of(item.url))
-        if reason is Reason.ROBOTS_UNREACHABLE and self.politeness.health(item.key) in _WAITING:
-            # the host is down (or banning us), not refusing: the URL waits; the next try is a probe.
-            # (A robots.txt that fails while the host is up is unreachable, disallow all, as before.)
-            self._hold[item.key] = view.retry_at or self.clock.now() + 5.0
-            return "retry-later"
-        if reason is not None:
-            self.decide(item.url, item.key, item.via, reason, origin_s + "/robots.txt", now, item.depth)
-            return "done"
-        self.politeness.set_crawl_delay(item.key, rules.crawl_delay(self.token), now)
-        if self._turn_far_off(item.key):
-            return "retry-later"
-        if self.budget.probe_before(origin_s, item.url, now):
-            if not await self.requests.probe_soft404(origin_s, rules, item.key, ip, lease, tenure):
-                return "lost"
-            if self._turn_far_off(item.key):
-                return "retry-later"
-        quota = self.consumers.before_fetch(item, self.clock.now())   # charges its consumers within quota
-        if quota:
-            self.decide(item.url, item.key, item.via, Reason.QUOTA, quota, self.clock.now(), item.depth)
-            return "done"
-        headers = self.recrawl.headers(item.url)   # If-None-Match / If-Modified-Since
-        try:
-            result = await self.requests.request(item.url, item.key, ip, lease, headers, tenure)
-        except PurgedNow as e:    # purged while it waited for its slot
-            self.takedowns.decide(item.url, item.key, item.via, e.purge, self.clock.now(), item.depth)
-            return "done"
-        if result is None:
-            return "lost"
-        self.consumers.answered(item.url, result)
-        return await self.results.handle(item, result)
-
-    def _batch_for(self, key: str) -> int:
-        """How many of the key's URLs a lease takes: one when the key's delay
-        will hand it back after its first request (see LEASE_HOLD_S), else
-        the batch; the rest stay queued instead of going out and back."""
-        n = 1 if self.politeness.key(key).delay_s > LEASE_HOLD_S else self.cfg.crawl.batch_max
-        return self.consumers.lease_size(n)
-
-    def _turn_far_off(self, key: str) -> bool:
-        """The key's next request must wait more than LEASE_HOLD_S: the lease
-        task gives the key back (the frontier hands it out again when it is
-        ready) instead of sleeping on one of the `fetch_tasks` slots."""
-        now = self.clock.now()
-        return self.politeness.ready_at(key, now) > now + LEASE_HOLD_S
-
-    def _key_busy(self, key: str) -> bool:
+    def key_busy(self, key: str) -> bool:
         """The key has queued URLs or a request waiting: its state stays in memory."""
         return self.frontier.has_key(key) or self.requests.key_held(key)
 
@@ -588,12 +430,12 @@ class Crawler:
 
     def sweep_keys(self, now: float, evicted=None) -> int:
         """Idle per-key state beyond `key_states_max` into the batch (runtime/keymemory)."""
-        return self.key_memory.sweep(now, self.batch, self.politeness, self.robots, self.bans, self._key_busy,
+        return self.key_memory.sweep(now, self.batch, self.politeness, self.robots, self.bans, self.key_busy,
                                      evicted)
 
     def drop_keys(self, keys, now: float) -> int:
         """Forget the idle per-key state of `keys` (their partition went elsewhere)."""
-        return self.key_memory.drop(keys, now, self.politeness, self.bans, self._key_busy)
+        return self.key_memory.drop(keys, now, self.politeness, self.bans, self.key_busy)
 
     def take_batch(self) -> Batch:
         """The batch so far, handed to the deployment's writer; a new one starts."""
@@ -615,9 +457,6 @@ class Crawler:
     def tell_seed_refusals(self, on_seed_refused) -> None:
         """Who hears of each seed-stage decision (runtime/refusal)."""
         self.on_seed_refused = on_seed_refused
-
-_WAITING = (Health.PARKED, Health.PAUSED, Health.DOWN)
-
 
 def _earliest(*instants: float | None) -> float | None:
     present = [t for t in instants if t is not None]

@@ -9,7 +9,8 @@ the one line that names it.
 How it works: `crawl_exit` looks at the run's stats (a signal stopped it?
 anything fetched?) and at the seed stage of the whole crawl folder (was
 every seed refused?). `environment_problem` walks `__cause__`/`__context__`
-for an `OSError` with one of `ENVIRONMENT_ERRNOS` or an SQLite error whose
+for an error marked `environment` (it names itself: runtime/group_commit's
+StoreDown), an `OSError` with one of `ENVIRONMENT_ERRNOS` or an SQLite error whose
 primary code is FULL, READONLY or IOERR; a crawl hit by one has stopped
 with its state saved (the WARC writer is flushed before the store
 acknowledges a page, so an unwritten page is fetched again), so the line
@@ -38,13 +39,14 @@ class Exit(IntEnum):
     NOT_FOUND = 1        # `courtly explain`: this crawl never saw the URL
     BAD_INPUT = 2        # a configuration, seed or folder problem: nothing started
     SEEDS_REFUSED = 3    # nothing fetched: every seed was refused or failed (the lines above say why, and the fix)
-    ENVIRONMENT = 4      # a full disk, quota, read-only file system or I/O error: state saved, resumable
+    ENVIRONMENT = 4      # a full disk, quota, read-only file system, I/O error, store down: state saved, resumable
     SIGINT = 130         # stopped by Ctrl-C (SIGINT): state saved, the same command resumes
     SIGTERM = 143        # stopped by SIGTERM: state saved, the same command resumes
 
 
 EXIT_HELP = ("exit status: 0 finished; 2 bad input (nothing started); 3 nothing fetched, every seed "
-             "refused or failed; 4 environment error (disk full, quota, read-only, I/O; state saved, resumable); "
+             "refused or failed; 4 environment error (disk full, quota, read-only, I/O, crawl database unwritable "
+             "past store.down_s_max; state saved, resumable); "
              "130/143 stopped by SIGINT/SIGTERM (state saved, resumable)")
 
 ENVIRONMENT_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
@@ -74,6 +76,8 @@ def environment_problem(exc: BaseException) -> str:
     e: BaseException | None = exc
     while e is not None and seen < _CHAIN_MAX:
         seen += 1
+        if getattr(e, "environment", False):   # an error that names its own cause (runtime/group_commit.StoreDown)
+            return str(e)
         if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
             where = f" writing {e.filename}" if e.filename else ""
             return f"{ENVIRONMENT_ERRNOS[e.errno]}{where} ({errno.errorcode[e.errno]})"

@@ -31,7 +31,10 @@ every saved key's politeness state (the hold after a crash needs each key's
 delay), and the sweeps trim them to the bound.
 
 Rules: synchronous; the store's single-key reads (`host`, `robots_of`) are
-the only I/O, and only for a key that is not in memory.
+the only I/O, and only for a key that is not in memory; a snapshot evicted
+into a batch the store has not acknowledged yet (its commit failed: the
+store is down, runtime/group_commit) is read back from here, never stale
+from the store.
 """
 
 from __future__ import annotations
@@ -70,14 +73,28 @@ class KeyMemory:
         self.evicted = 0      # keys, IPs and origins evicted so far
         self.read_back = 0    # keys and origins read back from the store
         self._left_saved = False   # a resume left saved state in the store only
+        # evicted snapshots not yet acknowledged by the store (read back from here until `written`)
+        self._unwritten_hosts: dict[str, dict] = {}
+        self._unwritten_robots: dict[str, dict] = {}
 
     def saved_host(self, key: str) -> dict | None:
         """An evicted key's politeness snapshot (None: never saved, or nothing evicted yet)."""
-        return self._counted(self._store.host(key)) if self.may_be_saved() else None
+        if not self.may_be_saved():
+            return None
+        snap = self._unwritten_hosts.pop(key, None)
+        return self._counted(snap if snap is not None else self._store.host(key))
 
     def saved_robots(self, origin: str) -> dict | None:
         """An evicted origin's robots.txt snapshot."""
-        return self._counted(self._store.robots_of(origin)) if self.may_be_saved() else None
+        if not self.may_be_saved():
+            return None
+        snap = self._unwritten_robots.pop(origin, None)
+        return self._counted(snap if snap is not None else self._store.robots_of(origin))
+
+    def written(self) -> None:
+        """The batches holding the evicted snapshots are in the store."""
+        self._unwritten_hosts.clear()
+        self._unwritten_robots.clear()
 
     def load_robots(self, robots: RobotsBook) -> int:
         """At a resume: at most `keys_max` saved robots.txt states into memory
@@ -136,7 +153,7 @@ class KeyMemory:
         keep = self.keys_max
         n = 0
         for key, snap in politeness.evict_idle(now, keep, busy):
-            batch.hosts[key] = snap
+            batch.hosts[key] = self._unwritten_hosts[key] = snap
             n += 1
             if evicted is not None:
                 evicted(key)
@@ -147,7 +164,7 @@ class KeyMemory:
                 return False
 
         for origin, snap in robots.evict_idle(keep, busy=origin_busy):
-            batch.robots[origin] = snap
+            batch.robots[origin] = self._unwritten_robots[origin] = snap
             n += 1
         n += politeness.evict_idle_ips(now, keep)
         n += bans.evict_idle(keep, busy)

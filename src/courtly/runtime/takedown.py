@@ -16,7 +16,7 @@ runs. This module is the running crawl's side:
   commit.
 * From then on nothing in scope is fetched: admission refuses discovered URLs
   (decision PURGED), `drop` removes purged URLs from a lease the moment it is
-  handed out (each with a decision), `Crawler._serve` checks before any work
+  handed out (each with a decision), `HostBatches.serve` (runtime/host_batch) checks before any work
   and `Crawler.request` checks again right before the request is sent (the
   URL may have waited for its politeness slot across the poll). Requests
   already on the wire when a purge is taken up finish; they are named in the

@@ -421,6 +421,7 @@ class Worker:
                 self.wstats.batches += 1
                 self._settled(batch)
             self.engine.admission.committed()
+            self.engine.key_memory.written()   # evicted states are in the store: read back from there
             if self.watching is not None:
                 try:
                     await self.watching.write()

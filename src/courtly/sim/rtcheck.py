@@ -21,10 +21,13 @@ Rules (each a `Rule`; a run's violations come in the order of the log):
   independent matcher).
 - DUPLICATE: a URL is not requested again after a final answer (2xx, 3xx,
   4xx but 429), unless a recrawl may (search intent: after the shortest
-  interval of its tiers). A request the crawler cut (an abort, status -1) is no answer,
+  interval of its tiers), or the crawl stopped for its store being down
+  before the store settled the URL, and the same command resumed it. A request the crawler cut (an abort, status -1) is no answer,
   but it counts for the gaps: the server saw it arrive.
 - LOST: every link of a page answered 200 is in the store (queued, fetched
-  or decided); NO_REASON: every URL skipped or failed has a reason;
+  or decided) at the end (after a stop for a store down past
+  `store.down_s_max`, the resumed crawl's store); NO_REASON: every URL
+  skipped or failed has a reason;
   LEFT_QUEUED: a crawl that ended by itself left nothing queued.
 
 The tolerance is a microsecond: the run is in virtual time, which has no
@@ -183,14 +186,22 @@ def check_robots(web: RuntimeWeb, log: Sequence[Request], lim: CheckLimits, t0: 
     return out
 
 
-def check_duplicates(log: Sequence[Request], t0: float, recrawl_s_min: float | None = None) -> list[Violation]:
+def check_duplicates(log: Sequence[Request], t0: float, recrawl_s_min: float | None = None,
+                     resumed_after_down: tuple[float, frozenset[str]] | None = None) -> list[Violation]:
     """A URL requested again after a final answer, sooner than a recrawl may
-    (`recrawl_s_min`; None: never; robots.txt is never recrawled in a run)."""
+    (`recrawl_s_min`; None: never; robots.txt is never recrawled in a run).
+    `resumed_after_down` (instant, URLs the store had settled when the crawl
+    stopped for its store being down): a URL answered before that stop but
+    not settled in the store may be requested again from that instant."""
     final: dict[str, Request] = {}
     out = []
     for r in sorted(log, key=lambda r: r.sent_at):
         first = final.get(r.url)
         may_recrawl = recrawl_s_min is not None and r.path != "/robots.txt"
+        if first is not None and resumed_after_down is not None:
+            at, settled = resumed_after_down
+            if first.done_at < at <= r.sent_at and r.url not in settled:
+                first = None    # never acknowledged: the resumed crawl fetches it again (at-least-once)
         if first is not None and not (may_recrawl and r.sent_at - first.done_at >= recrawl_s_min - TOLERANCE_S):
             out.append(Violation(Rule.DUPLICATE, r.sent_at - t0,
                                  f"{r.url} requested again {r.sent_at - first.done_at:.3f} s after a final "
@@ -221,9 +232,9 @@ def check_store(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow],
 
 
 def check_run(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow], lim: CheckLimits, *,
-              t0: float, ended_by_itself: bool) -> list[Violation]:
+              t0: float, ended_by_itself: bool, resumed_after_down: tuple[float, frozenset[str]] | None = None) -> list[Violation]:
     """Every violation of the run, ordered by when it happened."""
     found = (check_keys(web, log, lim, t0) + check_ips(log, lim, t0) + check_robots(web, log, lim, t0)
-             + check_duplicates(log, t0, lim.recrawl_s_min)
+             + check_duplicates(log, t0, lim.recrawl_s_min, resumed_after_down)
              + check_store(web, log, rows, ended_by_itself=ended_by_itself, t0=t0))
     return sorted(found, key=lambda v: (v.at, v.rule))

@@ -34,8 +34,10 @@ from pathlib import Path
 from courtly.config import Config
 from courtly.core.recrawl_policy import policy_for_intent
 from courtly.runtime.crawler import Crawler
+from courtly.runtime.group_commit import StoreDown
 from courtly.runtime.seeds import feed_seeds
 from courtly.shell.store.sqlite import SqliteStore
+from courtly.sim.rtfaults import FlakyStore, Freeze
 from courtly.sim.rtcheck import CheckLimits, Rule, UrlRow, Violation, check_run
 from courtly.sim.rtweb import DEFAULT_SIZE, Request, RuntimeWeb, SimExtractor, SimFetcher, SimResolver, SimWarc, WebSize, draw_web
 from courtly.sim.vloop import VirtualClock, VirtualLoop, VirtualStall, run_virtual
@@ -49,6 +51,7 @@ TURNS_MAX = 500_000           # event loop turns per seed (a livelock ends as a 
 PROGRESS_EVERY = 50           # seeds between two progress lines of a long run
 KEYS_MAX = 200                # bounds of --keys-max and --pages-max (a seed's web stays small)
 PAGES_MAX = 200
+UNWRITTEN_MAX = 3             # store.unwritten_max of a seeded run (small: its outages reach it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,9 @@ class SeedResult:
     pages_fetched: int
     virtual_s: float
     ended_by_itself: bool
+    store_failures: int = 0       # calls the store failed (its outage window met the crawl)
+    store_down: bool = False      # the crawl stopped: its store was down past store.down_s_max
+    froze: bool = False           # the process stall drawn happened
 
     @property
     def ok(self) -> bool:
@@ -73,7 +79,8 @@ def config_for(seed: int, intent: str = "archive") -> Config:
     # a search crawl never ends by itself: it recrawls for the time limit
     duration = SEARCH_DURATION_S if intent == "search" else DURATION_S
     cfg = Config().replace("crawl", seed=seed, fetch_tasks=16, duration_s=duration, intent=intent)
-    return cfg.replace("seen", bloom_capacity=10_000)
+    # a small bound of unwritten requests: a store outage of a small web reaches it (fetching pauses)
+    return cfg.replace("seen", bloom_capacity=10_000).replace("store", unwritten_max=UNWRITTEN_MAX)
 
 
 def limits_of(cfg: Config) -> CheckLimits:
@@ -86,9 +93,10 @@ def limits_of(cfg: Config) -> CheckLimits:
                        recrawl_s_min=recrawl_s)
 
 
-def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None) -> SeedResult:
-    """Crawl the web of `seed` with the real runtime in virtual time; check it."""
-    web = draw_web(seed, size)
+def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None,
+             web: RuntimeWeb | None = None) -> SeedResult:
+    """Crawl the web of `seed` (or `web`, one made from it) with the real runtime in virtual time; check it."""
+    web = web or draw_web(seed, size)
     cfg = cfg or config_for(seed, web.intent)
     with tempfile.TemporaryDirectory(prefix="courtly-rtsim-") as tmp:
         folder = Path(tmp)
@@ -98,15 +106,23 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
         async def crawl(loop: VirtualLoop) -> None:
             outcome["loop"] = loop     # its time tells when a stall happened
             clock = VirtualClock(loop)
-            f = SimFetcher(web, clock, cfg.robots.token)
+            freeze = Freeze(web, loop, T0)
+            outcome["freeze"] = freeze
+            outcome["store_failures"] = 0
+            f = SimFetcher(web, clock, cfg.robots.token, freeze)
             fetcher.append(f)
             if web.leap_at_s is not None:
                 loop.call_later(web.leap_at_s, loop.leap, web.leap_s)
             outcome["pages"] = 0
-            for run in range(2 if web.restart_at_s is not None else 1):
-                restarted = await _one_run(cfg, clock, f, web, folder, first=run == 0, outcome=outcome)
-                if not restarted:
-                    break
+            restarted = await _one_run(cfg, clock, f, web, folder, first=True, outcome=outcome, freeze=freeze)
+            if restarted:   # stopped or aborted for the web's restart: a new run resumes at once
+                await _one_run(cfg, clock, f, web, folder, first=False, outcome=outcome, freeze=freeze)
+            if "store_down" in outcome:   # the same command, run again once the store is back
+                outcome["acknowledged"] = _acknowledged(folder)
+                await clock.sleep_until(max(clock.now(), T0 + web.store_down_at_s + web.store_down_s))
+                outcome["resumed_at"] = clock.now()
+                outcome["stopped_down"] = outcome.pop("store_down")
+                await _one_run(cfg, clock, f, web, folder, first=False, outcome=outcome, freeze=freeze, seeds=True)
 
         problems: list[Violation] = []
         try:
@@ -124,9 +140,16 @@ def run_seed(seed: int, size: WebSize = DEFAULT_SIZE, cfg: Config | None = None)
             rows = [UrlRow(*r) for r in db.execute("SELECT url, state, reason FROM urls ORDER BY rowid")]
         finally:
             db.close()
-    found = check_run(web, log, rows, limits_of(cfg), t0=T0, ended_by_itself=bool(outcome.get("ended")))
+    resumed = None
+    if "resumed_at" in outcome:
+        resumed = (float(outcome["resumed_at"]), outcome["acknowledged"])
+    found = check_run(web, log, rows, limits_of(cfg), t0=T0, ended_by_itself=bool(outcome.get("ended")),
+                      resumed_after_down=resumed)
+    freeze = outcome.get("freeze")
     return SeedResult(seed, web, log, tuple(problems + found), int(outcome.get("pages", 0)),
-                      _when(outcome), bool(outcome.get("ended")))
+                      _when(outcome), bool(outcome.get("ended")), int(outcome.get("store_failures", 0)),
+                      "store_down" in outcome or "stopped_down" in outcome,
+                      freeze is not None and freeze.done_at is not None)
 
 
 def _when(outcome: dict) -> float:
@@ -135,11 +158,21 @@ def _when(outcome: dict) -> float:
     return loop.time() - T0 if loop is not None else 0.0
 
 
+def _acknowledged(folder: Path) -> frozenset[str]:
+    """The URLs the store has settled (any state but queued), read as a reader beside the crawl would."""
+    db = sqlite3.connect(folder / "crawl.db")
+    try:
+        return frozenset(u for (u,) in db.execute("SELECT url FROM urls WHERE state != 'queued'"))
+    finally:
+        db.close()
+
+
 async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: RuntimeWeb, folder: Path, *,
-                   first: bool, outcome: dict) -> bool:
-    """One crawl on the folder's store (the first one admits the seeds); True
-    when it was stopped for the web's restart, so that another resumes."""
-    store = SqliteStore(folder / "crawl.db")
+                   first: bool, outcome: dict, freeze: Freeze, seeds: bool = False) -> bool:
+    """One crawl on the folder's store (the first one, or one with `seeds`,
+    admits the seeds, as the same command does again); True when it was
+    stopped for the web's restart, so that another resumes."""
+    store = FlakyStore(SqliteStore(folder / "crawl.db"), web, clock, T0, freeze)
     crawler = Crawler(cfg, clock=clock, resolver=SimResolver(web), fetcher=fetcher, warc=SimWarc(), store=store,
                       extractor=SimExtractor(cfg.robots.token, cfg.extract.links_max, cfg.budget.enabled))
     stopped: list[bool] = []
@@ -151,20 +184,24 @@ async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: R
     timer = None
     try:
         crawler.load()
-        if first:
+        if first or seeds:
             await feed_seeds(crawler, web.seeds)   # as runtime/wiring.run_crawl admits them
+        if first:
             if web.restart_at_s is not None:
                 timer = clock.timer(clock.now() + web.restart_at_s, restart)
         stats = await crawler.run()
         outcome["pages"] += stats.fetched
         outcome["ended"] = not crawler.stopping
-        if crawler.fatal is not None:
+        if isinstance(crawler.fatal, StoreDown):   # past store.down_s_max: a clean stop, judged as one
+            outcome["store_down"] = crawler.fatal
+        elif crawler.fatal is not None:
             outcome["crash"] = crawler.fatal
     finally:
         if timer is not None:
             timer.cancel()
+        outcome["store_failures"] += store.failures
         store.close()
-    return bool(stopped) and "crash" not in outcome
+    return bool(stopped) and "crash" not in outcome and "store_down" not in outcome
 
 
 def run_seeds(seeds: range, size: WebSize = DEFAULT_SIZE, on_result=None) -> list[SeedResult]:
@@ -186,7 +223,7 @@ def parser() -> argparse.ArgumentParser:
         prog="courtly sim runtime",
         description="Run the real crawler runtime on seeded webs with faults (slow and dripping hosts, "
                     "429/503/5xx bursts, refused connections, DNS failures, robots.txt 5xx or unreachable, "
-                    "clock leaps) in virtual time, and check every run: per-key and per-IP politeness, "
+                    "clock leaps, the store unavailable, the process frozen) in virtual time, and check every run: per-key and per-IP politeness, "
                     "robots.txt first and obeyed, no URL lost or fetched twice, every skip with a reason.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--seeds", type=int, default=50, help="how many seeds to run (the soak: 1000)")
@@ -218,7 +255,8 @@ def _one(seed: int, size: WebSize) -> int:
     for v in r.violations:
         print("violation: " + v.render())
     print(f"seed {seed}: {'ok' if r.ok else 'FAILED'}; {r.pages_fetched} pages, virtual {r.virtual_s:.1f} s, "
-          f"{'ended by itself' if r.ended_by_itself else 'stopped at the time limit'}")
+          f"{'ended by itself' if r.ended_by_itself else 'stopped at the time limit'}"
+          + ("; stopped once by its store down past store.down_s_max, and resumed" if r.store_down else ""))
     return 0 if r.ok else 1
 
 

@@ -22,7 +22,14 @@ unreachable), an optional Crawl-delay per key, and faults:
   answer with an ETag and 304 to a matching If-None-Match, and are recrawled;
 - a restart: the crawl is stopped (as by Ctrl-C) or aborted (a second
   Ctrl-C: the requests in flight are cut, logged with status -1) and a new
-  one resumes from the store at the same instant.
+  one resumes from the store at the same instant;
+- the store unavailable: from one instant, for a few seconds to past
+  `store.down_s_max`, every call to the crawl's store fails as a locked
+  database or a full disk does (sim/rtfaults.FlakyStore);
+- a frozen process: the crawler stalls inside its first store commit or
+  fetch answer after one instant: virtual time jumps while no callback runs
+  (unlike a leap, which comes between callbacks), as in a long GC pause, a
+  blocking disk or a swapped-out process (sim/rtfaults.Freeze).
 
 `SimFetcher` answers from the web after the drawn latency (an
 `asyncio.sleep`, so virtual) and logs every request as a `Request` row
@@ -57,6 +64,7 @@ BURST_STATUSES = (429, 503, 500)
 SHARED_IP = "203.0.113.200"
 ABORTED = -1           # the status logged for a request cut by the crawler before its answer
 CHANGE_S = 1800.0      # a search web's pages change this often
+STORE_DOWN_S = (3.0, 20.0, 60.0, 400.0)   # the last one is past store.down_s_max (120 s): the crawl stops
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +120,12 @@ class RuntimeWeb:
     restart_at_s: float | None = None     # the crawl is stopped then, and resumed from its store
     restart_aborts: bool = False          # ... by a second Ctrl-C: the requests in flight are cut
     intent: str = "archive"               # "search": pages change, the crawl recrawls them
+    store_down_at_s: float | None = None  # the crawl's store fails every call from then (sim/rtfaults) ...
+    store_down_s: float = 0.0             # ... for this long
+    store_error: str = "locked"           # ... as a locked database or a full disk does
+    freeze_at_s: float | None = None      # the crawler's process stalls (no callback runs) ...
+    freeze_s: float = 0.0                 # ... this long ...
+    freeze_in: str = "commit"             # ... inside its first store commit or fetch answer from then
     by_name: dict[str, SimHost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -135,6 +149,11 @@ class RuntimeWeb:
         if self.restart_at_s is not None:
             how = "aborted (requests in flight cut)" if self.restart_aborts else "stopped"
             out.append(f"  the crawl is {how} at +{self.restart_at_s:g} s and resumed")
+        if self.store_down_at_s is not None:
+            out.append(f"  the store fails ({self.store_error}) from +{self.store_down_at_s:g} s "
+                       f"for {self.store_down_s:g} s")
+        if self.freeze_at_s is not None:
+            out.append(f"  the crawler freezes {self.freeze_s:g} s in a {self.freeze_in} from +{self.freeze_at_s:g} s")
         return "\n".join(out)
 
 
@@ -209,7 +228,17 @@ def draw_web(seed: int, size: WebSize = DEFAULT_SIZE) -> RuntimeWeb:
     restart_at = r.uniform(1.0, 60.0) if r.random() < 0.3 else None
     aborts = r.random() < 0.5
     intent = "search" if r.random() < 0.25 else "archive"
-    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at, aborts, intent)
+    # drawn last: the webs and faults drawn above stay those of their seed
+    down_at = r.uniform(0.5, 20.0) if r.random() < 0.25 else None   # early: the crawl is busiest then
+    if down_at is not None and restart_at is not None:
+        down_at += restart_at   # the resumed run's load is not the fault drawn (a store down at start is exit 4)
+    down_s = r.choice(STORE_DOWN_S) if down_at is not None else 0.0
+    store_error = r.choice(("locked", "full"))
+    freeze_at = r.uniform(1.0, 90.0) if r.random() < 0.2 else None
+    freeze_s, freeze_in = (r.choice((2.0, 30.0, 400.0)), r.choice(("commit", "fetch"))) if freeze_at else (0.0, "commit")
+    return RuntimeWeb(seed, tuple(hosts), seeds, leap_at, leap_s, restart_at, aborts, intent,
+                      store_down_at_s=down_at, store_down_s=down_s, store_error=store_error,
+                      freeze_at_s=freeze_at, freeze_s=freeze_s, freeze_in=freeze_in)
 
 
 def _page(host: SimHost, path: str) -> bytes:
@@ -221,7 +250,7 @@ def _page(host: SimHost, path: str) -> bytes:
 class SimFetcher:
     """Answers from a `RuntimeWeb` after its latency; `log` holds every request."""
 
-    def __init__(self, web: RuntimeWeb, clock, token: str) -> None:
+    def __init__(self, web: RuntimeWeb, clock, token: str, freeze=None) -> None:
         self.web = web
         self.clock = clock
         self.token = token
@@ -229,6 +258,7 @@ class SimFetcher:
         self._count: dict[str, int] = {}    # host -> page requests so far
         self.started_at = clock.now()
         self.validators: dict[str, tuple[str, str]] = {}   # If-None-Match of the request being answered
+        self.freeze = freeze   # sim/rtfaults.Freeze: a stall drawn for a fetch answer
 
     async def fetch(self, url: str, *, ip: str | None = None, headers=None) -> FetchResult:
         parts = urlsplit(url)
@@ -249,6 +279,8 @@ class SimFetcher:
         status, head, body, error = self._answer(host, path, f, n)
         done = self.clock.now()
         self.log.append(Request(url, host.name, path, ip or "", sent, done, status, head.get("retry-after", "")))
+        if self.freeze is not None:
+            self.freeze("fetch")   # the answer arrived; the process stalls before it handles it
         return FetchResult(url=url, ip=ip or "", status=status, request_head=b"GET " + path.encode() + b"\r\n\r\n",
                            response_head=b"HTTP/1.1 %d\r\n\r\n" % status if status else b"", headers=head,
                            body=body, content=body, truncated=None, started_at=sent, elapsed_s=done - sent,
