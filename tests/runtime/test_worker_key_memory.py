@@ -94,6 +94,7 @@ def test_a_worker_touching_many_keys_keeps_at_most_key_states_max_in_memory():
         clock.t += CRAWL_DELAY_S + 1    # every key visited so far is idle now
         assert asyncio.run(w.flush())
         assert pol.key_count <= KEYS_MAX and len(robots) <= KEYS_MAX
+        assert w.engine.key_memory.unwritten == 0   # written: no copy of an evicted state stays behind
     assert w.engine.key_memory.evicted >= 2 * (40 - KEYS_MAX)
     # every evicted state is in the store: all hosts (written at each visit too), robots.txt copies once evicted
     assert len(pg.hosts) == 40 and set(pg.robots_rows) | {o for o in (f"https://k{i}.example" for i in range(40))

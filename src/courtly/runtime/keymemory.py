@@ -91,6 +91,11 @@ class KeyMemory:
         snap = self._unwritten_robots.pop(origin, None)
         return self._counted(snap if snap is not None else self._store.robots_of(origin))
 
+    @property
+    def unwritten(self) -> int:
+        """Evicted snapshots kept until the store has them (0 once every batch is written)."""
+        return len(self._unwritten_hosts) + len(self._unwritten_robots)
+
     def written(self) -> None:
         """The batches holding the evicted snapshots are in the store."""
         self._unwritten_hosts.clear()
