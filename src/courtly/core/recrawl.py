@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from courtly.core.changerate import (
     DAY_S, ChangeHistory, PriorModel, budget_multiplier, conditional_headers, estimate_rate, freshness_index,
-    is_gone, observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority,
+    is_gone, observe, optimal_x, path_template, revisit_interval, solve_score, staleness_priority, url_kind,
 )
 from courtly.core.duequeue import QUEUED, DueQueue as _DueQueue
 from courtly.core.recrawl_policy import (
@@ -183,7 +183,7 @@ class RecrawlScheduler:
             e.tier, e.importance, e.min_interval_s = tier, importance, lo
             return
         hist = history if history is not None else ChangeHistory(self.policy.history_max)
-        groups = self._prior.groups(host, path_template(url))
+        groups = self._prior.groups(host, path_template(url), url_kind(url))
         e = _Entry(url, host, tier, importance, lo, hist, groups, self._rng.random())
         self._entries[url] = e
         self._order.append(e)

@@ -29,10 +29,12 @@ from courtly.core.importance import Opic
 from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
 from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
 
-__all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT"]
+__all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT",
+           "DUPLICATE_WEIGHT"]
 
 XML_TYPES = ("application/xml", "text/xml", "application/rss+xml", "application/atom+xml",
              "application/x-gzip", "application/gzip")
+DUPLICATE_WEIGHT = 1e-3   # a near-duplicate's share of its importance: its canonical carries the rest
 PERIODS_KEPT = 288   # per-period budget rows kept for `courtly report` (a day of 5-minute periods)
 
 
@@ -93,6 +95,7 @@ class Recrawl:
         self._depth: dict[str, int] = {}
         self.granted = 0
         self.hinted = 0
+        self._duplicates: set[str] = set()    # tracked URLs judged near-duplicates of another (see `judged`)
         self._outstanding: set[str] = set()   # granted recrawls not answered yet (bounded by the grants)
         self.discovery_fetched = 0            # answers to URLs that were not granted recrawls, in all
         self._discovery_since_plan = 0
@@ -160,12 +163,41 @@ class Recrawl:
         if url not in s:
             s.add(url, now, host=host, tier=tier)
             self._depth[url] = depth
-        if self.opic is not None:
-            s.set_importance(url, self.opic.importance(url))
+        if self.opic is not None or url in self._duplicates:
+            s.set_importance(url, self._importance(url))
         changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,
                                  last_modified=last_modified, capture=capture)
         batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
         return changed
+
+    def judged(self, url: str, duplicate_of: str | None, canonical: str | None = None) -> None:
+        """A fetched page is a copy of another when the budget defence found
+        it a near-duplicate of another page (`duplicate_of`, its cluster's
+        canonical), or when it names as its rel=canonical (normalised) another
+        URL of its host that the crawl tracks. A copy weighs `DUPLICATE_WEIGHT`
+        of its importance, so it waits for its tier's max age: its text is kept
+        fresh through its canonical. (A page that changes often is rarely
+        caught as a near-duplicate of its own print view: the two are fetched
+        at different versions; the declaration does not depend on timing.)
+        A page judged not a copy (again) weighs in full."""
+        if not self.enabled or url not in self.scheduler:
+            return
+        # a copy of a copy is not one: of a page and its print view fetched at the same
+        # version, whichever comes second is the other's exact copy
+        dup = (duplicate_of is not None and duplicate_of != url and duplicate_of not in self._duplicates) or (
+            canonical is not None and canonical != url and canonical in self.scheduler
+            and _host(canonical) == _host(url))
+        if dup == (url in self._duplicates):
+            return
+        if dup:
+            self._duplicates.add(url)
+        else:
+            self._duplicates.discard(url)
+        self.scheduler.set_importance(url, self._importance(url))
+
+    def _importance(self, url: str) -> float:
+        w = self.opic.importance(url) if self.opic is not None else 1.0
+        return w * DUPLICATE_WEIGHT if url in self._duplicates else w
 
     def links(self, url: str, out_links: list[str]) -> None:
         """The page's (normalised) out-links: OPIC moves its cash on to them."""
@@ -229,6 +261,10 @@ class Recrawl:
                 unknown.append(url)
         self.hinted += taken
         return unknown, taken
+
+
+def _host(url: str) -> str:
+    return url.partition("://")[2].partition("/")[0]
 
 
 def load_importance(path: str) -> dict[str, float]:
