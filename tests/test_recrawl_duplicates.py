@@ -1,7 +1,6 @@
 """Copies in the recrawl budget (runtime/recrawl.py `judged`): a page that is a
-near or exact copy of another, or names another tracked URL of its host as
-its rel=canonical, weighs `DUPLICATE_WEIGHT` of its importance and waits for
-its tier's max age; its canonical keeps the text fresh."""
+near or exact copy of another weighs `DUPLICATE_WEIGHT` of its importance and
+waits for its tier's max age; the page it copies keeps the text fresh."""
 
 from __future__ import annotations
 
@@ -27,12 +26,12 @@ def _fetch(r: Recrawl, batch, url: str, at: float, version: str) -> None:
     r.fetched(url, "a.test", 1, at, status=200, content_hash=version, etag=None, last_modified=None, batch=batch)
 
 
-def test_a_print_view_naming_its_page_as_canonical_weighs_the_duplicate_share():
+def test_a_print_view_with_its_pages_bytes_weighs_the_duplicate_share():
     r, batch = _recrawl()
     _fetch(r, batch, PAGE, 0.0, "v0")
-    _fetch(r, batch, PRINT, 1.0, "p0")
-    r.judged(PAGE, None, PAGE)
-    r.judged(PRINT, None, PAGE)
+    _fetch(r, batch, PRINT, 1.0, "v0")
+    r.judged(PAGE, None)
+    r.judged(PRINT, PAGE)
     s = r.scheduler
     assert s._entries[PAGE].importance == 1.0
     assert s._entries[PRINT].importance == DUPLICATE_WEIGHT
@@ -54,17 +53,15 @@ def test_copies_changing_as_often_as_their_pages_are_refetched_far_less_often():
     assert counts["page"] > 10 * counts["print"], counts
 
 
-def test_a_page_naming_itself_canonical_or_another_hosts_url_is_not_a_copy():
+def test_a_page_near_its_own_earlier_copy_or_unjudged_is_not_a_copy():
     r, batch = _recrawl("opic")
-    other = "http://b.test/news/story-1.html"
-    for i, u in enumerate((PAGE, other)):
-        r.fetched(u, u.split("/")[2], 1, float(i), status=200, content_hash="v", etag=None, last_modified=None,
-                  batch=batch)
+    r.fetched(PAGE, "a.test", 1, 0.0, status=200, content_hash="v", etag=None, last_modified=None, batch=batch)
     before = r.scheduler._entries[PAGE].importance
-    r.judged(PAGE, PAGE, PAGE)      # a changed page is a near-duplicate of its own earlier copy
-    r.judged(PAGE, None, other)     # a canonical on another host: not taken
-    r.judged(PAGE, None, "http://a.test/untracked")   # nor one the crawl has not fetched
+    r.judged(PAGE, PAGE)      # a changed page is a near-duplicate of its own earlier copy
+    r.judged(PAGE, None)
+    r.judged("http://a.test/untracked", PAGE)   # a URL the scheduler does not track: nothing to weigh
     assert r.scheduler._entries[PAGE].importance == before
+    assert "http://a.test/untracked" not in r.scheduler
 
 
 def test_a_copy_of_a_copy_is_not_one_and_a_page_no_longer_copied_weighs_in_full():
@@ -74,5 +71,5 @@ def test_a_copy_of_a_copy_is_not_one_and_a_page_no_longer_copied_weighs_in_full(
     r.judged(PRINT, PAGE)            # the print view: the same bytes as the page
     r.judged(PAGE, PRINT)            # the page refetched, the same bytes as the print view's copy
     assert r.scheduler._entries[PAGE].importance == 1.0
-    r.judged(PRINT, None, None)      # judged again: no longer a copy
+    r.judged(PRINT, None)            # judged again: no longer a copy
     assert r.scheduler._entries[PRINT].importance == 1.0

@@ -170,23 +170,21 @@ class Recrawl:
         batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
         return changed
 
-    def judged(self, url: str, duplicate_of: str | None, canonical: str | None = None) -> None:
-        """A fetched page is a copy of another when the budget defence found
-        it a near-duplicate of another page (`duplicate_of`, its cluster's
-        canonical), or when it names as its rel=canonical (normalised) another
-        URL of its host that the crawl tracks. A copy weighs `DUPLICATE_WEIGHT`
-        of its importance, so it waits for its tier's max age: its text is kept
-        fresh through its canonical. (A page that changes often is rarely
-        caught as a near-duplicate of its own print view: the two are fetched
-        at different versions; the declaration does not depend on timing.)
-        A page judged not a copy (again) weighs in full."""
+    def judged(self, url: str, duplicate_of: str | None) -> None:
+        """A fetched page is a copy of another when its bytes are another
+        page's (an exact duplicate) or the budget defence found its main text
+        a near-duplicate of another page's (`duplicate_of`: the first copy, or
+        its cluster's canonical, rel=canonical breaking the tie). A copy weighs
+        `DUPLICATE_WEIGHT` of its importance, so it waits for its tier's max
+        age: its text is kept fresh through the page it copies. A copy of a
+        copy is not one: of a page and its print view fetched at the same
+        version, whichever comes second is the other's exact copy. A page
+        judged not a copy (again) weighs in full. The page's own rel=canonical
+        alone does not make it a copy: a misconfigured one (every page naming
+        the home page) would starve the site."""
         if not self.enabled or url not in self.scheduler:
             return
-        # a copy of a copy is not one: of a page and its print view fetched at the same
-        # version, whichever comes second is the other's exact copy
-        dup = (duplicate_of is not None and duplicate_of != url and duplicate_of not in self._duplicates) or (
-            canonical is not None and canonical != url and canonical in self.scheduler
-            and _host(canonical) == _host(url))
+        dup = duplicate_of is not None and duplicate_of != url and duplicate_of not in self._duplicates
         if dup == (url in self._duplicates):
             return
         if dup:
@@ -261,10 +259,6 @@ class Recrawl:
                 unknown.append(url)
         self.hinted += taken
         return unknown, taken
-
-
-def _host(url: str) -> str:
-    return url.partition("://")[2].partition("/")[0]
 
 
 def load_importance(path: str) -> dict[str, float]:

@@ -291,8 +291,7 @@ class Results:
             if c.profile.discovers:   # a watch list discovers nothing
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)
             if c.recrawl.enabled:
-                declared = c.admission.normalized([page.canonical]) if page.canonical else []
-                c.recrawl.judged(item.url, judged.near_dup_of, declared[0] if declared else None)
+                c.recrawl.judged(item.url, judged.near_dup_of)
                 c.recrawl.links(item.url, c.admission.normalized(l.url for l in page.links))
             for o in c.observers:
                 o.on_parsed(item.url, now)
