@@ -25,9 +25,10 @@ the prior's side instead of saturating. Intervals more than a factor 2 apart
 make the mean-interval form biased (1 - e^(-lambda I) is concave), so then a
 few Newton steps in log lambda solve the likelihood equation
     sum_changed I/(e^(lambda I) - 1) = sum_unchanged I.
-The prior is the URL's path template's pooled rate (its URLs' samples, binned
-by interval, as if they were one URL), shrunk to its host's, to the crawl's
-(`PriorModel`).
+The prior is hierarchical (`PriorModel`): samples are pooled (binned by
+interval, estimated as if one URL) by crawl, host, kind of URL across hosts
+(`url_kind`: extension and query names), host and kind, and path template;
+a young URL starts from the default shrunk toward each in turn.
 
 What a rate implies. A page of rate lambda revisited every I is fresh for a
 share F = (1 - e^(-lambda I)) / (lambda I) of the time; the revisit interval
