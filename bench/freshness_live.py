@@ -38,7 +38,9 @@ In the same run and on the same change instants:
   robots.txt, sitemaps, feeds, ETags and 304s, change instants), measured
   the same way over the same window: everything the live crawl does, less
   the wall clock (CPU time, sockets, the server's real latency).
-Prints the figures and the ratios; asserts nothing.
+Prints the figures and the ratios, and where the budget went (the window's
+requests per kind of resource: pages, print views, PDF files, feeds,
+sitemaps, 404s), live and in the real runtime; asserts nothing.
 """
 
 from __future__ import annotations
