@@ -73,3 +73,19 @@ def test_a_copy_of_a_copy_is_not_one_and_a_page_no_longer_copied_weighs_in_full(
     assert r.scheduler._entries[PAGE].importance == 1.0
     r.judged(PRINT, None)            # judged again: no longer a copy
     assert r.scheduler._entries[PRINT].importance == 1.0
+
+
+def test_copies_the_scheduler_dropped_are_forgotten_once_they_outnumber_the_tracked_urls():
+    r, batch = _recrawl()
+    _fetch(r, batch, PAGE, 0.0, "v0")
+    copies = [f"{PAGE}?print={i}" for i in range(3)]
+    for i, u in enumerate(copies):
+        _fetch(r, batch, u, 1.0 + i, "v0")
+        r.judged(u, PAGE)
+    for u in copies[:2]:
+        r.scheduler.remove(u)   # as a takedown does
+    assert r._duplicates == set(copies)   # 3 copies known, 2 URLs tracked: forgotten at the next copy
+    extra = "http://a.test/news/story-1.html?print=9"
+    _fetch(r, batch, extra, 9.0, "v0")
+    r.judged(extra, PAGE)
+    assert r._duplicates == {copies[2], extra}

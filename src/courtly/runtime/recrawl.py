@@ -95,7 +95,7 @@ class Recrawl:
         self._depth: dict[str, int] = {}
         self.granted = 0
         self.hinted = 0
-        self._duplicates: set[str] = set()    # tracked URLs judged near-duplicates of another (see `judged`)
+        self._duplicates: set[str] = set()    # tracked URLs judged copies of another (`judged`; at most the tracked)
         self._outstanding: set[str] = set()   # granted recrawls not answered yet (bounded by the grants)
         self.discovery_fetched = 0            # answers to URLs that were not granted recrawls, in all
         self._discovery_since_plan = 0
@@ -189,6 +189,8 @@ class Recrawl:
             return
         if dup:
             self._duplicates.add(url)
+            if len(self._duplicates) > len(self.scheduler):   # URLs the scheduler dropped since: forget them
+                self._duplicates = {u for u in self._duplicates if u in self.scheduler}
         else:
             self._duplicates.discard(url)
         self.scheduler.set_importance(url, self._importance(url))
