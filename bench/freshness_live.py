@@ -33,7 +33,9 @@ In the same run and on the same change instants:
   robots.txt, sitemaps, feeds, ETags and 304s, change instants), measured
   the same way over the same window: everything the live crawl does, less
   the wall clock (CPU time, sockets, the server's real latency).
-Prints the figures and the ratios; asserts nothing.
+Prints the figures and the ratios, and where the budget went (the window's
+requests per kind of resource: pages, print views, PDF files, feeds,
+sitemaps, 404s), live and in the real runtime; asserts nothing.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
         if url in syncs and r.method == "GET" and r.status in (200, 304):
             syncs[url].append(t)
             fetches_in_window += w0 <= t <= w1
+    kinds = _by_kind(web, [(r.host.rsplit(":", 1)[0], r.path, r.status) for r in log
+                           if r.method == "GET" and w0 <= r.arrived_at - started <= w1])
     changes = {u: change_times(key, rate, w1) for u, (key, rate) in pages.items()}
     n = len(pages)
     used_per_s = fetches_in_window / (w1 - w0)
@@ -147,13 +151,15 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
     opt_used = _expected(rates, optimal_frequencies(rates, np.ones(n), lo, hi, used_per_s)[0])
     print(f"pages {n}; window {w0 - crawl_start:.0f}-{w1 - crawl_start:.0f} s of the crawl; budget "
           f"{args.budget_per_s:g}/s, courtly used {used_per_s:.2f}/s ({used_per_s / args.budget_per_s:.0%})")
+    print(f"budget by kind (live, fetches/s in the window): {_kinds_text(kinds, w1 - w0)}")
     print(f"freshness: courtly {courtly:.3f}   uniform at the rate used {uniform_used:.3f}   "
           f"uniform at the full budget {uniform_full:.3f}")
     print(f"optimum (simulator, true rates): at the full budget {opt_full:.3f}, at the rate used {opt_used:.3f}")
     print(f"ratios: courtly / optimum at full budget {courtly / opt_full:.3f}; courtly / optimum at the rate "
           f"used {courtly / opt_used:.3f}; courtly / uniform at the rate used {courtly / uniform_used:.3f}")
     t = time.monotonic()
-    rt, rt_per_s = _runtime_simulated(web, port, pages, config, args)
+    rt, rt_per_s, rt_kinds = _runtime_simulated(web, port, pages, config, args)
+    print(f"budget by kind (real runtime in virtual time): {_kinds_text(rt_kinds, w1 - w0)}")
     print(f"real runtime in virtual time (same web, links, rates, config, budget and window; "
           f"{time.monotonic() - t:.0f} s to run): {rt:.3f} at {rt_per_s:.2f} fetches/s; "
           f"live / real-runtime simulation {courtly / rt:.3f}")
@@ -162,7 +168,7 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
           f"{courtly / rt:.3f}")
 
 
-def _runtime_simulated(web, port: int, pages: dict, config: Path, args) -> tuple[float, float]:
+def _runtime_simulated(web, port: int, pages: dict, config: Path, args) -> tuple[float, float, dict[str, int]]:
     """Plain freshness of the real runtime (sim/rtlive.py) crawling the same web in virtual time."""
     from courtly.config import load_config
     from courtly.sim.rtlive import crawl_virtual
@@ -176,7 +182,30 @@ def _runtime_simulated(web, port: int, pages: dict, config: Path, args) -> tuple
             syncs[row.url].append(row.t_s)
     in_window = sum(w0 <= t <= w1 for times in syncs.values() for t in times)
     changes = {u: change_times(key, rate, w1) for u, (key, rate) in pages.items()}
-    return _measured(syncs, changes, w0, w1), in_window / (w1 - w0)
+    kinds = _by_kind(web, [(row.url.split("://", 1)[1].partition("/")[0].rsplit(":", 1)[0],
+                            "/" + row.url.split("://", 1)[1].partition("/")[2], row.status)
+                           for row in log if w0 <= row.t_s <= w1])
+    return _measured(syncs, changes, w0, w1), in_window / (w1 - w0), kinds
+
+
+def _by_kind(web, rows: list[tuple[str, str, int]]) -> dict[str, int]:
+    """Requests per kind of resource (page, print view, PDF, feed, sitemap, robots.txt,
+    404, ...), from (host, path, status) rows: where the budget went."""
+    out: dict[str, int] = {}
+    for host, path, status in rows:
+        res = web.layout(host).resolve(path)
+        kind = "404" if status in (404, 410) else res.kind
+        if res.kind == "page" and res.variant:
+            kind = "page copy"
+        elif res.kind == "extra" and res.variant:
+            kind = res.variant   # print, hidden, orphan
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def _kinds_text(kinds: dict[str, int], span_s: float) -> str:
+    total = sum(kinds.values()) or 1
+    return ", ".join(f"{k} {n / span_s:.2f}/s ({n / total:.0%})" for k, n in sorted(kinds.items(), key=lambda x: -x[1]))
 
 
 def _uniform(pages: dict, per_s: float, w0: float, w1: float, rng: random.Random) -> dict[str, list[float]]:

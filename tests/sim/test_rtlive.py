@@ -70,3 +70,20 @@ def test_freshness_counts_each_copy_until_the_next_change_or_sync_within_the_win
 
 def test_a_copy_taken_after_the_window_does_not_count():
     assert measured_freshness({"a": [25.0]}, {"a": []}, 10.0, 20.0) == 0.0
+
+
+def test_print_views_copies_of_their_pages_are_fetched_less_often_than_any_page(two_runs):
+    # a print view has its page's bytes: judged a copy, it waits for the tier's max age
+    # (before: fetched 2-4 times in the minute, as often as the pages)
+    web, log, _ = two_runs
+    counts: dict[tuple[str, str], int] = {}
+    for r in log:
+        host, _, target = r.url.split("://", 1)[1].partition("/")
+        res = web.layout(host.rsplit(":", 1)[0]).resolve("/" + target)
+        kind = "print" if res.kind == "extra" and res.variant == "print" else res.kind if not res.variant else ""
+        if kind in ("page", "print"):
+            counts[(kind, r.url)] = counts.get((kind, r.url), 0) + 1
+    prints = [n for (k, _), n in counts.items() if k == "print"]
+    pages = [n for (k, _), n in counts.items() if k == "page"]
+    assert prints and pages
+    assert max(prints) < min(pages), (sorted(prints), sorted(pages))

@@ -25,9 +25,10 @@ the prior's side instead of saturating. Intervals more than a factor 2 apart
 make the mean-interval form biased (1 - e^(-lambda I) is concave), so then a
 few Newton steps in log lambda solve the likelihood equation
     sum_changed I/(e^(lambda I) - 1) = sum_unchanged I.
-The prior is the URL's path template's pooled rate (its URLs' samples, binned
-by interval, as if they were one URL), shrunk to its host's, to the crawl's
-(`PriorModel`).
+The prior is hierarchical (`PriorModel`): samples are pooled (binned by
+interval, estimated as if one URL) by crawl, host, kind of URL across hosts
+(`url_kind`: extension and query names), host and kind, and path template;
+a young URL starts from the default shrunk toward each in turn.
 
 What a rate implies. A page of rate lambda revisited every I is fresh for a
 share F = (1 - e^(-lambda I)) / (lambda I) of the time; the revisit interval
@@ -52,7 +53,7 @@ from typing import Sequence
 
 __all__ = [
     "DAY_S", "ChangeHistory", "conditional_headers", "observe", "estimate_rate", "solve_score",
-    "path_template", "PriorModel", "optimal_x", "revisit_interval", "staleness_priority", "freshness_index",
+    "path_template", "url_kind", "PriorModel", "optimal_x", "revisit_interval", "staleness_priority", "freshness_index",
     "budget_multiplier", "GONE", "is_gone",
 ]
 
@@ -342,8 +343,38 @@ class _Group:
         self.log_rate = math.log(max(self.rate, 1e-12))
 
 
+_EXT_MAX = 8   # longer "extensions" are names with a dot in them, not a declared type
+
+
+def url_kind(url: str) -> str:
+    """What a URL declares it is, from any host: the last path segment's
+    extension and the sorted query parameter names (``/files/r-6.pdf`` ->
+    ``.pdf``, ``/a/b-2.html?print=1`` -> ``.html?print``, ``/news/`` -> ``/``)."""
+    rest = (url.partition("://")[2] or url).partition("#")[0]
+    rest, _, query = rest.partition("?")
+    path = rest.partition("/")[2]
+    last = path.rpartition("/")[2]
+    if not last:
+        kind = "/"
+    else:
+        ext = last.rpartition(".")[2].lower() if "." in last else ""
+        kind = "." + ext if ext and len(ext) <= _EXT_MAX and ext.isalnum() else ""
+    if query:
+        kind += "?" + "&".join(sorted({q.partition("=")[0] for q in query.split("&") if q}))
+    return kind
+
+
 class PriorModel:
-    """The prior rate of a URL: its template's pooled rate, shrunk to its host's, to the crawl's."""
+    """The prior rate of a URL: from the crawl's pooled rate, shrunk in turn to
+    its host's, its kind's (`url_kind`, pooled over every host), its host's
+    URLs of that kind, and its template's (host + path template + kind).
+
+    A group counts once it holds `n_min` samples, with weight n / (n +
+    `shrink`) in log rate. The kind sits below the host because what a URL
+    is says more of how it changes than where it is: the PDF files of a host
+    whose pages change every minute are not refetched at the pages' pace once
+    PDF files anywhere have been seen not to change; the host-and-kind group
+    below it brings the host's own pace back for its pages."""
 
     def __init__(self, default_rate: float, *, n_min: float = 8.0, shrink: float = 8.0) -> None:
         self.default_log = math.log(default_rate)
@@ -352,8 +383,10 @@ class PriorModel:
         self.crawl = _Group()
         self._groups: dict[str, _Group] = {}
 
-    def groups(self, host: str, template: str) -> tuple[_Group, _Group, _Group]:
-        return self.crawl, self._group("h:" + host), self._group("t:" + template)
+    def groups(self, host: str, template: str, kind: str = "") -> tuple[_Group, ...]:
+        """The groups a URL's samples are pooled into, from the widest (the crawl) in."""
+        return (self.crawl, self._group("h:" + host), self._group("k:" + kind),
+                self._group(f"hk:{host}|{kind}"), self._group(f"t:{template}|{kind}"))
 
     def _group(self, name: str) -> _Group:
         g = self._groups.get(name)

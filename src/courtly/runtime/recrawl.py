@@ -35,10 +35,12 @@ from courtly.core.hints import Hint, parse_feed, parse_sitemap, raise_priority
 from courtly.core.recrawl import ChangeHistory, RecrawlScheduler, Tier, conditional_headers, policy_for_intent
 from courtly.runtime.recrawl_tiers import TierPlacer, importance_tier
 
-__all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT"]
+__all__ = ["Recrawl", "history_to_json", "history_from_json", "period_row", "XML_TYPES", "PERIODS_KEPT",
+           "DUPLICATE_WEIGHT"]
 
 XML_TYPES = ("application/xml", "text/xml", "application/rss+xml", "application/atom+xml",
              "application/x-gzip", "application/gzip")
+DUPLICATE_WEIGHT = 1e-3   # a near-duplicate's share of its importance: its canonical carries the rest
 PERIODS_KEPT = 288   # per-period budget rows kept for `courtly report` (a day of 5-minute periods)
 
 
@@ -106,6 +108,7 @@ class Recrawl:
         self._depth: dict[str, int] = {}
         self.granted = 0
         self.hinted = 0
+        self._duplicates: set[str] = set()    # tracked URLs judged copies of another (`judged`; at most the tracked)
         self._outstanding: set[str] = set()   # granted recrawls not answered yet (bounded by the grants)
         self.discovery_fetched = 0            # answers to URLs that were not granted recrawls, in all
         self._discovery_since_plan = 0
@@ -148,9 +151,6 @@ class Recrawl:
         """The tier a URL asks for: the operator's importance's, else its depth's."""
         w = self._user.get(url)
         return self.tier_of(depth) if w is None else importance_tier(w, self.tier_count)
-
-    def _importance(self, url: str) -> float:
-        return self.opic.importance(url) if self.opic is not None else 1.0
 
     def _place(self, url: str, depth: int, now: float) -> int:
         """The tier of a URL seen for the first time; URLs it pushes down get theirs."""
@@ -200,12 +200,41 @@ class Recrawl:
             s.add(url, now, host=host, tier=self._place(url, depth, now))
             self._depth[url] = depth
         tier = self._tier(url, depth)
-        if self.opic is not None:
-            s.set_importance(url, self.opic.importance(url))
+        if self.opic is not None or url in self._duplicates:
+            s.set_importance(url, self._importance(url))
         changed = s.record_fetch(url, now, status=status, content_hash=content_hash, etag=etag,
                                  last_modified=last_modified, capture=capture)
         batch.histories[url] = (url, host, tier, depth, history_to_json(s.history(url)))
         return changed
+
+    def judged(self, url: str, duplicate_of: str | None) -> None:
+        """A fetched page is a copy of another when its bytes are another
+        page's (an exact duplicate) or the budget defence found its main text
+        a near-duplicate of another page's (`duplicate_of`: the first copy, or
+        its cluster's canonical, rel=canonical breaking the tie). A copy weighs
+        `DUPLICATE_WEIGHT` of its importance, so it waits for its tier's max
+        age: its text is kept fresh through the page it copies. A copy of a
+        copy is not one: of a page and its print view fetched at the same
+        version, whichever comes second is the other's exact copy. A page
+        judged not a copy (again) weighs in full. The page's own rel=canonical
+        alone does not make it a copy: a misconfigured one (every page naming
+        the home page) would starve the site."""
+        if not self.enabled or url not in self.scheduler:
+            return
+        dup = duplicate_of is not None and duplicate_of != url and duplicate_of not in self._duplicates
+        if dup == (url in self._duplicates):
+            return
+        if dup:
+            self._duplicates.add(url)
+            if len(self._duplicates) > len(self.scheduler):   # URLs the scheduler dropped since: forget them
+                self._duplicates = {u for u in self._duplicates if u in self.scheduler}
+        else:
+            self._duplicates.discard(url)
+        self.scheduler.set_importance(url, self._importance(url))
+
+    def _importance(self, url: str) -> float:
+        w = self.opic.importance(url) if self.opic is not None else 1.0
+        return w * DUPLICATE_WEIGHT if url in self._duplicates else w
 
     def links(self, url: str, out_links: list[str]) -> None:
         """The page's (normalised) out-links: OPIC moves its cash on to them."""

@@ -151,6 +151,8 @@ class Results:
                 first = None
         record_id = self.archive(item.url, result, kind=kind, meta=meta, first=first, digest=digest)
         self.record_change(item, result, now, first=first)
+        if first is not None and first.url != item.url and c.recrawl.enabled:
+            c.recrawl.judged(item.url, first.url)   # the same bytes as another page: a copy
         if c.monitor.owns(item.url):
             ctype = result.headers.get("content-type", "") if result.headers else ""
             c.monitor.fetched(item.url, status, result.content or b"", ctype, now, result.started_at)
@@ -289,6 +291,7 @@ class Results:
             if c.profile.discovers:   # a watch list discovers nothing
                 c.admission.admit_links(page, item, now, low_value=judged.low_value)
             if c.recrawl.enabled:
+                c.recrawl.judged(item.url, judged.near_dup_of)
                 c.recrawl.links(item.url, c.admission.normalized(l.url for l in page.links))
             for o in c.observers:
                 o.on_parsed(item.url, now)
