@@ -78,6 +78,8 @@ def main() -> int:
     ap.add_argument("--importance", choices=("uniform", "opic"), default="uniform",
                     help="[recrawl] importance of the crawl (default uniform: the objective measured here)")
     ap.add_argument("--keep", action="store_true", help="keep the crawl folder")
+    ap.add_argument("--virtual-only", action="store_true",
+                    help="skip the live crawl: only the real runtime in virtual time and the optimum (seconds)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="courtly-fresh-"))
     try:
@@ -97,6 +99,9 @@ def main() -> int:
                 f"importance = \"{args.importance}\"\n"
                 f"[[recrawl.tiers]]\nname = \"all\"\ninterval_s_min = {args.interval_s_min}\n"
                 "interval_s_max = 3600.0\n")
+            if args.virtual_only:
+                _virtual_only(manifest, args, config)
+                return 0
             out = tmp / "crawl"
             cmd = [sys.executable, "-m", "courtly", "crawl", "--config", str(config), "--seeds-file",
                    str(web.out / "seeds.txt"), "--out", str(out), "--duration-s", str(args.duration_s), "--quiet"]
@@ -119,13 +124,7 @@ def main() -> int:
 def _figures(manifest: dict, log, args, config: Path) -> None:
     web = web_from_manifest(manifest)
     port, started = int(manifest["port"]), float(manifest["started_at"])
-    pages = {}   # url -> (change key, rate)
-    for url in sorted(web.reachable_pages(web.seeds(port))):
-        host, _, target = url.split("://", 1)[1].partition("/")
-        lay = web.layout(host.rsplit(":", 1)[0])
-        res = lay.resolve("/" + target)
-        if res.kind == "page" and res.variant == "":
-            pages[url] = (lay.change_key(res.page), lay.change_rate(res.page))
+    pages = _pages(web, port)
     crawl_start = min(r.arrived_at for r in log) - started
     w0, w1 = crawl_start + args.warmup_s, crawl_start + args.duration_s
     syncs: dict[str, list[float]] = {u: [] for u in pages}
@@ -166,6 +165,32 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
     print(f"summary: live {courtly:.3f}  real-runtime sim {rt:.3f}  "
           f"uniform (rate used) {uniform_used:.3f}  optimum (full budget) {opt_full:.3f}  live / real-runtime sim "
           f"{courtly / rt:.3f}")
+
+
+def _pages(web, port: int) -> dict[str, tuple]:
+    """url -> (change key, rate) of every page reachable from the seeds."""
+    pages = {}
+    for url in sorted(web.reachable_pages(web.seeds(port))):
+        host, _, target = url.split("://", 1)[1].partition("/")
+        lay = web.layout(host.rsplit(":", 1)[0])
+        res = lay.resolve("/" + target)
+        if res.kind == "page" and res.variant == "":
+            pages[url] = (lay.change_key(res.page), lay.change_rate(res.page))
+    return pages
+
+
+def _virtual_only(manifest: dict, args, config: Path) -> None:
+    web = web_from_manifest(manifest)
+    port = int(manifest["port"])
+    pages = _pages(web, port)
+    rates = np.array([rate for _, rate in pages.values()])
+    n = len(pages)
+    lo, hi = np.full(n, args.interval_s_min), np.full(n, 3600.0)
+    opt_full = _expected(rates, optimal_frequencies(rates, np.ones(n), lo, hi, args.budget_per_s)[0])
+    rt, rt_per_s, rt_kinds = _runtime_simulated(web, port, pages, config, args)
+    print(f"budget by kind (real runtime in virtual time): {_kinds_text(rt_kinds, args.duration_s - args.warmup_s)}")
+    print(f"real runtime in virtual time: {rt:.3f} at {rt_per_s:.2f} fetches/s; optimum (full budget) "
+          f"{opt_full:.3f}; share {rt / opt_full:.3f}")
 
 
 def _runtime_simulated(web, port: int, pages: dict, config: Path, args) -> tuple[float, float, dict[str, int]]:

@@ -59,8 +59,28 @@ def test_the_discovery_floor_left_unused_flows_back_to_recrawls():
     assert first == [] and r.last_plan.recrawl_budget == 0   # discovery spent more than the period's budget
     second = r.plan(2 * PERIOD_S, discovery_pending=0)   # discovery fetched nothing of its floor
     assert r.last_plan.flowed_back == 60
-    # the first period's claims (400 discovery + the 60 floor) passed its budget by 160: owed now
-    assert len(second) == PER_PERIOD - (400 + 60 - PER_PERIOD) + 60
+    # the first period's claims (400 discovery + the 60 floor) passed its budget by 160: owed, and
+    # repaid evenly over the next day (160 x 300 s / 86,400 s = 0.56 of a fetch this period)
+    assert len(second) == PER_PERIOD - 1 + 60
+
+
+def test_an_overspend_is_repaid_evenly_over_the_next_day_so_the_day_total_holds():
+    r = _recrawl(daily_budget=28_800)   # 100 fetches a period
+    r.plan(0.0, discovery_pending=0)
+    _answer(r, [f"http://site.test/p{i}" for i in range(5_000)], 1.0)   # far more than the period's budget
+    first = r.plan(PERIOD_S, discovery_pending=0)
+    assert first == []                                 # discovery took this period's budget and 4,900 more
+    budgets = []
+    for k in range(2, 2 + 288):                        # the next day, period by period
+        r.plan(PERIOD_S * k, discovery_pending=0)
+        budgets.append(r.last_plan.budget)
+    assert sum(budgets) == 28_800 - 4_900              # the day's total holds: the overspend is repaid ...
+    assert min(budgets) >= 100 - 18                    # ... evenly (4,900 / 288 = 17 a period), never starving one
+    after = []
+    for k in range(290, 300):
+        r.plan(PERIOD_S * k, discovery_pending=0)
+        after.append(r.last_plan.budget)
+    assert sum(after) >= 999                           # and then no longer (a fraction of a fetch carried)
 
 
 def test_discovery_spent_past_the_budget_is_owed_for_at_most_a_day():
@@ -69,7 +89,7 @@ def test_discovery_spent_past_the_budget_is_owed_for_at_most_a_day():
     _answer(r, [f"http://site.test/p{i}" for i in range(3 * 2880)], 1.0)   # three days' budget of discovery
     granted = [len(r.plan(PERIOD_S * k, discovery_pending=0)) for k in range(1, 2 * 288 + 1)]
     day = 288   # periods in a day
-    assert sum(granted[:day - 1]) == 0            # the overspend is owed: no recrawl for a day
+    assert sum(granted[:day - 1]) == 0            # a day's budget owed, repaid over a day: no recrawl for a day
     assert all(g > 0 for g in granted[day + 1:])  # but no longer: the budget is a daily one
 
 

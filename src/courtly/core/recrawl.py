@@ -119,6 +119,8 @@ class RecrawlScheduler(Rebalancing):
         self._first_plan_at: float | None = None
         self._last_plan_at: float | None = None
         self._carry = 0.0
+        self._owed = 0.0             # discovery's overspend not repaid yet (at most a day's budget)
+        self._repay_per_s = 0.0      # its repayment: evenly over the day after the last overspend
         self._reserved = 0          # discovery floor held back by the last plan
         self._replace_carry = 0.0
         self._rate_ewma: float | None = None
@@ -278,8 +280,10 @@ class RecrawlScheduler(Rebalancing):
         (discovery fetches since the last plan) the advance is settled: what
         discovery spent beyond it is charged to this period's recrawls, what
         it left unused flows back to them, and what it spent past the whole
-        period's budget is owed by the next periods (up to a day's budget: a
-        daily budget, so an overspend delays recrawls by a day at most).
+        period's budget is owed and repaid evenly over the next day (up to a
+        day's budget): the budget holds over a day, and the hours after a burst
+        of discovery still recrawl (their pages are the ones most likely to
+        have changed).
         None: discovery is not counted (the floor is held back, never settled)."""
         p = self.policy
         self._roll_day(now)
@@ -288,9 +292,11 @@ class RecrawlScheduler(Rebalancing):
         self._last_plan_at = now
         if self._first_plan_at is None:
             self._first_plan_at = now
-        total = p.daily_budget * elapsed / DAY_S + self._carry
+        repay = min(self._owed, self._repay_per_s * elapsed)
+        self._owed -= repay
+        total = p.daily_budget * elapsed / DAY_S + self._carry - repay
         budget = max(0, int(total))
-        self._carry = total - budget     # < 0: discovery's overspend still owed (at most a day's budget)
+        self._carry = total - budget     # the fraction of a fetch not granted yet
         reserved = min(discovery_pending, math.ceil(p.discovery_floor * budget), budget)
         spent = max(discovery_spent or 0, 0)
         charge = 0 if discovery_spent is None else spent - self._reserved   # < 0: the advance left unused
@@ -298,8 +304,9 @@ class RecrawlScheduler(Rebalancing):
         flowed = max(0, -charge)
         recrawl = max(0, min(budget - reserved - charge, int(p.recrawl_share_max * budget + 1e-9) + flowed))
         owed = reserved + charge - budget   # discovery spent past this period's whole budget: owed later
-        if owed > 0:
-            self._carry = max(self._carry - owed, -float(p.daily_budget))
+        if owed > 0:   # repaid evenly over the next day: the day's total holds, the next hour is not starved
+            self._owed = min(self._owed + owed, float(p.daily_budget))
+            self._repay_per_s = self._owed / DAY_S
         if p.recrawl_share_max == 0.0:
             return RecrawlPlan(now, (), budget, 0, budget, 0, 0, 0, 0, 0.0)
         self._track_rate(recrawl, elapsed, now)
