@@ -118,6 +118,19 @@ def test_the_jitter_comes_from_the_injected_generator():
 # ---- parking, probes, giving up -----------------------------------------------
 
 
+@pytest.mark.parametrize("status, error, unreachable", [(0, "connect", True), (0, "timeout", True),
+                                                          (500, None, False), (503, None, False)])
+def test_a_parked_key_is_unreachable_only_when_its_host_did_not_answer(status, error, unreachable):
+    # a host answering 5xx is up: its robots.txt failing is RFC 9309's disallow all, not an outage
+    p = Politeness(CFG)
+    now = 0.0
+    assert not p.unreachable("a")
+    for _ in range(CFG.park_after):
+        now = fetch(p, "a", now, status=status, error=error)
+    assert p.health("a") is Health.PARKED
+    assert p.unreachable("a") is unreachable
+
+
 def test_park_after_failures_in_a_row_waits_for_the_first_probe():
     p = Politeness(CFG)
     now = 0.0

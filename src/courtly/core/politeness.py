@@ -368,6 +368,14 @@ class Politeness:
         st = self._known(key)
         return st.health if st is not None else Health.HEALTHY
 
+    def unreachable(self, key: str) -> bool:
+        """The key waits (parked, paused or down) for a host that does not answer
+        or bans us. A host whose last failure was a 5xx answer is up: its
+        robots.txt failing is RFC 9309's "unreachable, disallow all", not an outage."""
+        st = self._known(key)
+        return (st is not None and st.health in (Health.PARKED, Health.PAUSED, Health.DOWN)
+                and st.failure_kind != FailureKind.HTTP_5XX)
+
     def gives_up(self, key: str, now: float) -> bool:
         """The key is down past the horizon and no probe is due: a URL it is
         handed is given up (Reason.HOST_DOWN) without a request."""

@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 
 from courtly.core.frontier import Lease
-from courtly.core.health import Health
 from courtly.core.netpolicy import is_public_address
 from courtly.core.robots import RobotsState
 from courtly.core.types import Reason, UrlItem
@@ -55,7 +54,6 @@ log = logging.getLogger("courtly")
 # Shorter waits are slept in the task: re-leasing costs more than they do.
 LEASE_HOLD_S = 0.05
 
-_WAITING = (Health.PARKED, Health.PAUSED, Health.DOWN)
 STORE_WAIT_S = 5.0     # a key whose robots.txt copy cannot be read back (the store is down) is handed back this long
 
 
@@ -150,9 +148,10 @@ class HostBatches:
             return "retry-later"
         rules = view.rules
         reason = view.skip_reason(c.token, path_of(item.url))
-        if reason is Reason.ROBOTS_UNREACHABLE and c.politeness.health(item.key) in _WAITING:
+        if reason is Reason.ROBOTS_UNREACHABLE and c.politeness.unreachable(item.key):
             # the host is down (or banning us), not refusing: the URL waits; the next try is a probe.
-            # (A robots.txt that fails while the host is up is unreachable, disallow all, as before.)
+            # (A robots.txt that fails while the host answers, 5xx included, is unreachable in
+            # RFC 9309's sense: disallow all, whether the key is parked yet or not.)
             self.hold[item.key] = view.retry_at or c.clock.now() + 5.0
             return "retry-later"
         if reason is not None:
