@@ -91,6 +91,13 @@ class KeyMemory:
         snap = self._unwritten_robots.pop(origin, None)
         return self._counted(snap if snap is not None else self._store.robots_of(origin))
 
+    def take_unwritten(self, keys: Iterable[str], origins: Iterable[str]) -> tuple[dict[str, dict], dict[str, dict]]:
+        """The evicted snapshots of `keys` and `origins` the store has not
+        acknowledged yet (the newest of each), handed over to be read back."""
+        hosts = {k: snap for k in keys if (snap := self._unwritten_hosts.pop(k, None)) is not None}
+        robots = {o: snap for o in origins if (snap := self._unwritten_robots.pop(o, None)) is not None}
+        return hosts, robots
+
     @property
     def unwritten(self) -> int:
         """Evicted snapshots kept until the store has them (0 once every batch is written)."""

@@ -12,7 +12,7 @@ robots.txt state of their origins.
 How it works: nothing is read until this worker has evicted something (a
 worker under the bound makes no extra query). The newest snapshot wins: a
 key evicted into a batch not yet written (the store away, or the batch
-still being cut) is read from that batch, else from the store (`hosts_of`,
+still being cut) is read from the key memory's copy of it, else from the store (`hosts_of`,
 `robots_for`: one query each per claim). So a returning key keeps its
 delay, back-off, health and robots.txt copy, and is not fetched before its
 saved next-fetch instant.
@@ -24,25 +24,23 @@ politeness and robots book).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable
 
 from courtly.core.origin import origin_text_of_normalized
 from courtly.core.politeness import Politeness
 from courtly.core.robots import Phase, RobotsBook
-from courtly.ports import Batch, SharedHostState
+from courtly.ports import SharedHostState
 from courtly.runtime.keymemory import KeyMemory
 
 __all__ = ["KeyReadBack"]
 
 
 class KeyReadBack:
-    def __init__(self, store: SharedHostState, memory: KeyMemory, politeness: Politeness, robots: RobotsBook,
-                 unwritten: Callable[[], Iterable[Batch]]) -> None:
+    def __init__(self, store: SharedHostState, memory: KeyMemory, politeness: Politeness, robots: RobotsBook) -> None:
         self._store = store
         self._memory = memory
         self._politeness = politeness
         self._robots = robots
-        self._unwritten = unwritten    # batches cut but not yet in the store, oldest first
 
     async def before_queue(self, pairs: Iterable[tuple[str, str]]) -> int:
         """Read back the evicted state of the keys and origins of (key, URL)
@@ -55,19 +53,10 @@ class KeyReadBack:
                           if self._robots.phase(o) is Phase.ABSENT})
         if not keys and not origins:
             return 0
-        hosts, robots = self._from_unwritten(keys, origins)
+        hosts, robots = self._memory.take_unwritten(keys, origins)
         keys = [k for k in keys if k not in hosts]
         origins = [o for o in origins if o not in robots]
         stored_hosts = await self._store.hosts_of(keys) if keys else {}
         stored_robots = await self._store.robots_for(origins) if origins else {}
         return self._memory.restore({**stored_hosts, **hosts}, {**stored_robots, **robots},
                                     self._politeness, self._robots)
-
-    def _from_unwritten(self, keys: list[str], origins: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
-        """The newest snapshots of `keys` and `origins` in batches not yet written."""
-        hosts: dict[str, dict] = {}
-        robots: dict[str, dict] = {}
-        for b in self._unwritten():     # oldest first: a newer batch overwrites
-            hosts.update((k, b.hosts[k]) for k in keys if k in b.hosts)
-            robots.update((o, b.robots[o]) for o in origins if o in b.robots)
-        return hosts, robots

@@ -148,7 +148,7 @@ class Worker:
                               deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self,
                                                     payloads=self.payloads))
         e = self.engine    # idle keys evicted at each cut, read back when claimed again
-        self.readback = KeyReadBack(store, e.key_memory, e.politeness, e.robots, self._unwritten)
+        self.readback = KeyReadBack(store, e.key_memory, e.politeness, e.robots)
         self.defence = SharedDefence(store, self.engine.budget, self.parts.partition, self.parts.partition_of_url)
         # intent monitor: the watches of the partitions held here (runtime/cluster_monitor)
         self.watching = None if watches is None else ClusterWatches(
@@ -364,10 +364,6 @@ class Worker:
         if len(batch):
             batch.meta.update(published(self))    # this worker's counters, for `courtly status --db`
             self._pending.append((uuid.uuid4().hex, batch))
-
-    def _unwritten(self) -> list[Batch]:
-        """Batches cut or being filled, not yet in the store, oldest first."""
-        return [b for _, b in self._pending] + [self.engine.batch]
 
     async def loop(self) -> None:
         while True:
