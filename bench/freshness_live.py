@@ -145,9 +145,7 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
     uniform_used = _measured(_uniform(pages, used_per_s, w0, w1, rng), changes, w0, w1)
     uniform_full = _measured(_uniform(pages, args.budget_per_s, w0, w1, rng), changes, w0, w1)
     rates = np.array([rate for _, rate in pages.values()])
-    lo, hi = np.full(n, args.interval_s_min), np.full(n, 3600.0)
-    opt_full = _expected(rates, optimal_frequencies(rates, np.ones(n), lo, hi, args.budget_per_s)[0])
-    opt_used = _expected(rates, optimal_frequencies(rates, np.ones(n), lo, hi, used_per_s)[0])
+    opt_full, opt_used = _optimum(rates, args.budget_per_s, args), _optimum(rates, used_per_s, args)
     print(f"pages {n}; window {w0 - crawl_start:.0f}-{w1 - crawl_start:.0f} s of the crawl; budget "
           f"{args.budget_per_s:g}/s, courtly used {used_per_s:.2f}/s ({used_per_s / args.budget_per_s:.0%})")
     print(f"budget by kind (live, fetches/s in the window): {_kinds_text(kinds, w1 - w0)}")
@@ -167,6 +165,13 @@ def _figures(manifest: dict, log, args, config: Path) -> None:
           f"{courtly / rt:.3f}")
 
 
+def _optimum(rates, per_s: float, args) -> float:
+    """Expected freshness of the simulator's optimum at `per_s` fetches a second (the tier's bounds)."""
+    n = len(rates)
+    lo, hi = np.full(n, args.interval_s_min), np.full(n, 3600.0)
+    return _expected(rates, optimal_frequencies(rates, np.ones(n), lo, hi, per_s)[0])
+
+
 def _pages(web, port: int) -> dict[str, tuple]:
     """url -> (change key, rate) of every page reachable from the seeds."""
     pages = {}
@@ -183,10 +188,7 @@ def _virtual_only(manifest: dict, args, config: Path) -> None:
     web = web_from_manifest(manifest)
     port = int(manifest["port"])
     pages = _pages(web, port)
-    rates = np.array([rate for _, rate in pages.values()])
-    n = len(pages)
-    lo, hi = np.full(n, args.interval_s_min), np.full(n, 3600.0)
-    opt_full = _expected(rates, optimal_frequencies(rates, np.ones(n), lo, hi, args.budget_per_s)[0])
+    opt_full = _optimum(np.array([rate for _, rate in pages.values()]), args.budget_per_s, args)
     rt, rt_per_s, rt_kinds = _runtime_simulated(web, port, pages, config, args)
     print(f"budget by kind (real runtime in virtual time): {_kinds_text(rt_kinds, args.duration_s - args.warmup_s)}")
     print(f"real runtime in virtual time: {rt:.3f} at {rt_per_s:.2f} fetches/s; optimum (full budget) "
