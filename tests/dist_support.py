@@ -28,6 +28,7 @@ lease_ttl_s = {ttl_s}
 renew_before_s = {renew_before_s}
 stop_margin_s = {stop_margin_s}
 renew_retry_s = 0.5
+ip_lease_s = 3.0
 heartbeat_s = 0.5
 live_s = 2.0
 rebalance_s = 1.0

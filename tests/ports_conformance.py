@@ -63,7 +63,7 @@ def cluster_store(s: PostgresStore) -> ports.ClusterStore:
 
 
 def narrow_cluster_stores(s: PostgresStore) -> tuple[ports.SharedBatchWriter, ports.LeaseStore, ports.InboxStore,
-                                                     ports.IpSlotStore, ports.SharedHostState, ports.SharedMeta,
+                                                     ports.IpLeaseStore, ports.SharedHostState, ports.SharedMeta,
                                                      ports.SharedTakeUp, ports.SharedDefenceStore]:
     return s, s, s, s, s, s, s, s
 

@@ -411,6 +411,7 @@ class DistributedSection:
     renew_before_s: float = 20.0       # renew when this much is left (10 s into a 30 s lease)
     stop_margin_s: float = 5.0         # stop fetching this long before the lease ends if not renewed
     renew_retry_s: float = 2.0         # a failed renewal is tried again after this
+    ip_lease_s: float = 15.0           # an IP's lease (its per-IP limits held by one worker), renewed every third
     heartbeat_s: float = 5.0           # a worker heartbeats this often ...
     live_s: float = 15.0               # ... and counts as live while its heartbeat is younger than this
     rebalance_s: float = 5.0           # how often a worker compares its partitions with the placement
@@ -433,7 +434,7 @@ class DistributedSection:
             except ValueError:
                 raise ConfigError(f"distributed.source_address is not an IP address: {self.source_address!r}") \
                     from None
-        for name in ("lease_ttl_s", "renew_before_s", "stop_margin_s", "renew_retry_s", "heartbeat_s",
+        for name in ("lease_ttl_s", "renew_before_s", "stop_margin_s", "renew_retry_s", "ip_lease_s", "heartbeat_s",
                      "live_s", "rebalance_s", "claim_s", "store_retry_s_max"):
             _positive(f"distributed.{name}", getattr(self, name))
         for name in ("claim_max", "local_queue_max", "pool_max"):

@@ -14,7 +14,7 @@ What it owns:
   A collaborator asks for the narrowest one it uses, so a fake implements
   two methods, not forty. The cluster's shared store is async and has its
   own narrow ports, by what a worker calls (`SharedBatchWriter`,
-  `LeaseStore`, `InboxStore`, `IpSlotStore`, `SharedHostState`,
+  `LeaseStore`, `InboxStore`, `IpLeaseStore`, `SharedHostState`,
   `SharedMeta`, `SharedTakeUp`, `SharedDefenceStore`; `ClusterStore` is
   their union, what `shell/store/postgres.py` implements whole).
 * what crosses them: `FetchResult` with its `FetchError` and `Truncation`
@@ -47,7 +47,7 @@ __all__ = [
     "FetchResult", "FetchError", "Truncation", "FetchKind", "UrlState", "ResolveFailed",
     "BatchWriter", "UrlLookup", "QueueStore", "HostStateStore", "MetaStore", "DecisionStore", "PurgeStore",
     "ComplaintStore", "IndexStore", "Store",
-    "SharedBatchWriter", "LeaseStore", "InboxStore", "IpSlotStore", "SharedHostState", "SharedMeta", "SharedTakeUp",
+    "SharedBatchWriter", "LeaseStore", "InboxStore", "IpLeaseStore", "SharedHostState", "SharedMeta", "SharedTakeUp",
     "SharedDefenceStore", "ClusterStore", "ClaimedRow",
     "Batch", "NewUrlRow", "AttemptsRow", "FetchedRow", "DecisionRow", "FetchLogRow", "DeadLetterRow", "FlagRow",
     "DigestRow", "SimhashRow", "HistoryRow", "QueuedRow", "RefusedRow", "PurgeRow", "ComplaintRow",
@@ -336,12 +336,16 @@ class Batch:
     simhashes: list[SimhashRow] = field(default_factory=list)
     histories: dict[str, HistoryRow] = field(default_factory=dict)      # url -> its latest history
     meta: dict[str, str] = field(default_factory=dict)
+    # 'traps' / 'soft404' -> key or origin -> its JSON row, changed since the last save: for a
+    # store that keeps them as rows (a worker's, runtime/shared_defence); one machine saves
+    # the whole snapshots in `meta` instead
+    defence: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return (len(self.new_urls) + len(self.requeued) + len(self.fetched) + len(self.decisions)
                 + len(self.fetches) + len(self.hosts) + len(self.robots) + len(self.dead_letters)
                 + len(self.flags) + len(self.digests) + len(self.simhashes) + len(self.histories)
-                + len(self.meta))
+                + len(self.meta) + sum(len(v) for v in self.defence.values()))
 
 
 # ---- the store, by what its callers need ------------------------------------------------
@@ -493,13 +497,17 @@ class InboxStore(Protocol):
     async def queued_partitions(self, partitions: Iterable[int]) -> dict[int, str]: ...
 
 
-class IpSlotStore(Protocol):
-    """The per-IP limits held across workers (runtime/partitions.SharedIpSlots)."""
+class IpLeaseStore(Protocol):
+    """Which worker holds each IP's per-IP limits (runtime/ip_leases.IpLeases)."""
 
-    async def ip_acquire(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
-                         hold_s: float = 120.0, margin_s: float = 0.01) -> float | None: ...
+    async def ip_lease(self, ip: str, owner: str, lease_s: float, hold_s: float,
+                       now: float | None = None) -> tuple[bool, float]: ...
 
-    async def ip_release(self, ip: str, now: float | None = None) -> None: ...
+    async def ip_leases_renew(self, owner: str, ips: Sequence[str], lease_s: float,
+                              now: float | None = None) -> set[str]: ...
+
+    async def ip_leases_give(self, owner: str, ips: Sequence[str], span_s: float,
+                             now: float | None = None) -> None: ...
 
 
 class SharedHostState(Protocol):
@@ -544,7 +552,7 @@ class SharedDefenceStore(Protocol):
     async def digest_records(self, digests: Sequence[str]) -> dict[str, FirstCapture]: ...
 
 
-class ClusterStore(SharedBatchWriter, LeaseStore, InboxStore, IpSlotStore, SharedHostState, SharedMeta,
+class ClusterStore(SharedBatchWriter, LeaseStore, InboxStore, IpLeaseStore, SharedHostState, SharedMeta,
                    SharedTakeUp, SharedDefenceStore, Protocol):
     """The shared store as a worker uses it: every async port above, and the layout."""
 

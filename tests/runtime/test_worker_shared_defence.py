@@ -16,6 +16,8 @@ import random
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from warcio.archiveiterator import ArchiveIterator
 
 from courtly.config import Config
@@ -123,16 +125,32 @@ def test_adopting_a_partition_takes_its_trap_soft404_and_simhash_rows_and_no_oth
 
 def test_losing_a_partition_saves_then_drops_its_keys_state_only():
     b = _previous_owner()
-    d, batch = _defence(b, _FakePg()), Batch()
-    d.save(Batch(), T0)                   # the first cut saves; the next one within SAVE_S does not
+    d, first, batch = _defence(b, _FakePg()), Batch(), Batch()
+    d.save(first, T0)                     # the first cut saves; the next one within SAVE_S does not
+    assert set(first.defence["traps"]) == {KEY_A, KEY_B} and "traps" not in first.meta
     d.save(batch, T0 + 1)
-    assert "traps" not in batch.meta
+    assert not batch.defence
+    b.admit(KEY_B, f"http://{KEY_B}/more{DEEP}", 1, T0 + 1)      # KEY_B changes after that save
     d.forget(partition_of(KEY_B, P))
     assert _suspect_keys(b) == {KEY_A, KEY_B}                   # kept until the batch is cut
     d.save(batch, T0 + 2)
-    assert KEY_B in json.loads(batch.meta["traps"])["hosts"]     # written if its epoch still allows
+    assert set(batch.defence["traps"]) == {KEY_B}               # its change, written if its epoch still allows
     assert _suspect_keys(b) == {KEY_A}
     assert not b.soft404.is_soft(f"http://{KEY_B}") and b.soft404.is_soft(f"http://{KEY_A}")
+
+
+def test_a_save_carries_only_the_rows_changed_since_the_last_and_they_are_the_snapshots_rows():
+    b = _previous_owner()
+    d, first, later = _defence(b, _FakePg()), Batch(), Batch()
+    d.save(first, T0)
+    whole = b.traps.snapshot()["hosts"]
+    assert {k: json.loads(v) for k, v in first.defence["traps"].items()} == json.loads(json.dumps(whole))
+    book = b.soft404.snapshot()["hosts"]
+    assert {k: json.loads(v) for k, v in first.defence["soft404"].items()} == json.loads(json.dumps(book))
+    assert json.loads(first.meta["traps_allow"]) == b.traps.snapshot()["allow"]
+    b.admit(KEY_A, f"http://{KEY_A}/other{DEEP}", 1, T0 + 20)
+    d.save(later, T0 + 20)
+    assert set(later.defence["traps"]) == {KEY_A} and not later.defence["soft404"]
 
 
 def test_partitions_lost_together_are_all_in_the_one_save_of_the_next_cut():
@@ -141,8 +159,8 @@ def test_partitions_lost_together_are_all_in_the_one_save_of_the_next_cut():
     for key in (KEY_A, KEY_B):
         d.forget(partition_of(key, P))
     d.save(batch, T0)
-    assert set(json.loads(batch.meta["traps"])["hosts"]) == {KEY_A, KEY_B}
-    assert set(json.loads(batch.meta["soft404"])["hosts"]) == {f"http://{KEY_A}", f"http://{KEY_B}"}
+    assert set(batch.defence["traps"]) == {KEY_A, KEY_B}
+    assert set(batch.defence["soft404"]) == {f"http://{KEY_A}", f"http://{KEY_B}"}
     assert not _suspect_keys(b)
 
 
@@ -201,6 +219,29 @@ def test_digests_arriving_while_a_lookup_is_out_go_together_in_the_next_one():
     assert asked == [["sha1:A"], ["sha1:B1", "sha1:B2"]]     # sha1:A asked once
     assert (stats.rounds, stats.found) == (2, 1)
     assert b.exact.first("sha1:B2") == FirstCapture("http://other.test/b", T0, "")
+
+
+def test_digests_of_pages_finishing_within_the_gather_window_share_one_statement():
+    from courtly.sim.vloop import VirtualClock, run_virtual
+
+    async def main(loop):
+        clock = VirtualClock(loop)
+        pg = _FakePg(digests={"sha1:C": FirstCapture("http://other.test/c", T0, "")})
+        payloads, b = SharedPayloads(pg, clock, 0.02), _budget()
+
+        async def page(digest: str, after_s: float) -> float:
+            await clock.sleep(after_s)
+            await payloads.recall(digest, b)
+            return clock.now()
+
+        done = await asyncio.gather(page("sha1:A", 0.0), page("sha1:B", 0.005), page("sha1:C", 0.019),
+                                    page("sha1:D", 0.05))
+        return pg.asked, done, payloads.stats, b
+
+    asked, done, stats, b = run_virtual(main, start_at=T0)
+    assert asked == [["sha1:A", "sha1:B", "sha1:C"], ["sha1:D"]]
+    assert done[:3] == [pytest.approx(T0 + 0.02)] * 3 and done[3] == pytest.approx(T0 + 0.07)
+    assert (stats.rounds, stats.found) == (2, 1) and b.exact.first("sha1:C") is not None
 
 
 def test_a_store_that_does_not_answer_the_lookup_leaves_the_page_a_first_capture():

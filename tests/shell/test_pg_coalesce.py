@@ -1,4 +1,4 @@
-"""The batcher of per-IP slot requests (shell/store/pg_coalesce.py), with a
+"""The batcher of per-IP lease requests (shell/store/pg_coalesce.py), with a
 fake statement: one statement in flight, what comes meanwhile goes together
 in the next, each caller gets its own answer, and a failed statement fails
 exactly the requests it carried."""

@@ -2,7 +2,7 @@
 loopback: leases follow core/lease.py (acquire, renew, expiry, release,
 epochs; one winner of two), workers register and drop out, routing inserts
 are the exact seen test, owners pick up new rows of their partitions only
-and a takeover loses nothing, and per-IP limits hold across workers.
+and a takeover loses nothing, and one worker at a time holds an IP's lease.
 """
 
 from __future__ import annotations
@@ -155,98 +155,108 @@ def test_owner_claims_new_rows_of_its_partitions_only_and_takeover_loses_nothing
     run(body())
 
 
-# ---- per-IP limits ------------------------------------------------------------------------------
+# ---- per-IP leases ------------------------------------------------------------------------------
 
-def test_ip_rate_and_concurrency_follow_the_window_rule(postgres):
-    dsn = postgres.create_database()
-
-    async def body():
-        a, b = await _open(dsn), await _open(dsn)
-        ip = "192.0.2.1"
-        t = 1000.0
-        for i in range(5):                                         # 5 starts in the window, split over workers
-            assert await (a if i % 2 else b).ip_acquire(ip, t + i * 0.1, 10, 5.0) is None
-        # the window hinges on the oldest request, still in flight: wait for it to end
-        assert await a.ip_acquire(ip, t + 2.0, 10, 5.0) == a.ip_busy_wait_s
-        for s in (a, a, b, b, b):
-            await s.ip_release(ip, t + 0.5)                        # all five end at t + 0.5
-        wait = await a.ip_acquire(ip, t + 0.6, 10, 5.0)
-        assert wait == pytest.approx(0.91, abs=1e-6)               # completion + 1 s + margin - now
-        assert await b.ip_acquire(ip, t + 1.511, 10, 5.0) is None
-        # concurrency: 2 slots, held by a; b waits; a slot of a dead worker lapses after hold_s
-        ip2 = "192.0.2.2"
-        assert await a.ip_acquire(ip2, t, 2, 100.0, hold_s=5.0) is None
-        assert await a.ip_acquire(ip2, t, 2, 100.0, hold_s=5.0) is None
-        assert await b.ip_acquire(ip2, t + 0.1, 2, 100.0) == b.ip_busy_wait_s
-        await a.ip_release(ip2, t + 0.15)
-        assert await b.ip_acquire(ip2, t + 0.2, 2, 100.0) is None
-        assert await b.ip_acquire(ip2, t + 0.3, 2, 100.0) == b.ip_busy_wait_s
-        assert await b.ip_acquire(ip2, t + 5.1, 2, 100.0) is None   # a's other slot lapsed
-        # now=None: the database's clock decides
-        assert await a.ip_acquire("192.0.2.3", None, 1, 1.0) is None
-        assert await b.ip_acquire("192.0.2.3", None, 5, 1.0) == b.ip_busy_wait_s   # still in flight
-        await a.ip_release("192.0.2.3")
-        assert 0.9 < await b.ip_acquire("192.0.2.3", None, 5, 1.0) <= 1.01
-        await a.close()
-        await b.close()
-
-    run(body())
+async def _lease_scenario(store) -> list:
+    """One story of two workers and an IP, on the caller's clock; every answer."""
+    ip, t, lease, hold, span = "192.0.2.1", 1000.0, 10.0, 5.0, 1.01
+    out: list = []
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t))              # free: a holds it
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 0.5))        # a again: renewed
+    out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 1.0))        # held: b waits, marks it wanted
+    out.append(sorted(await store.ip_leases_renew("a", [ip], lease, now=t + 3.0)))   # wanted: not renewed
+    await store.ip_leases_give("b", [ip], span, now=t + 3.5)                   # not b's: nothing happens
+    out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 3.6))
+    await store.ip_leases_give("a", [ip], span, now=t + 4.0)                   # a's last request ended
+    out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 4.5))        # one rate window first
+    out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 5.02))       # b holds it
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 6.0))        # a wants it back
+    out.append(sorted(await store.ip_leases_renew("b", [ip], lease, now=t + 7.0)))
+    # a holder that stops renewing lapses hold_s after its term
+    ip2 = "192.0.2.2"
+    out.append(await store.ip_lease(ip2, "c", lease, hold, now=t))
+    out.append(sorted(await store.ip_leases_renew("c", [ip2, "192.0.2.99"], lease, now=t + 2.0)))
+    out.append(await store.ip_lease(ip2, "d", lease, hold, now=t + 2.0 + lease + hold - 0.01))
+    out.append(await store.ip_lease(ip2, "d", lease, hold, now=t + 2.0 + lease + hold + 0.01))
+    out.append(sorted(await store.ip_leases_renew("c", [ip2], lease, now=t + 20.0)))   # lost: not renewed
+    return out
 
 
-def test_ip_requests_of_one_loop_turn_go_as_one_statement_with_the_sequential_answers(postgres):
+def test_ip_leases_follow_the_in_memory_rules_answer_for_answer(postgres):
+    """The SQL (pg_schema version 8) and tests/ip_lease_support.LeaseTable, which
+    the runtime's tests use, give the same answers to the same story."""
+    from ip_lease_support import LeaseTable
+
     dsn = postgres.create_database()
 
     async def body():
         s = await _open(dsn)
-        busy, free, t = "192.0.2.10", "192.0.2.9", 1000.0
-        before = s.statements
-        # three asks on an IP with two slots, one on another IP, all in one turn
-        got = await asyncio.gather(*(s.ip_acquire(busy, t, 2, 100.0) for _ in range(3)),
-                                   s.ip_acquire(free, t, 1, 100.0))
-        assert s.statements == before + 1
-        assert got == [None, None, s.ip_busy_wait_s, None]
-        assert await s.ip_acquire(free, t + 0.1, 1, 100.0) == s.ip_busy_wait_s   # its one slot is taken
-        before = s.statements
-        await asyncio.gather(s.ip_release(busy, t + 0.2), s.ip_release(busy, t + 0.2), s.ip_release(free, t + 0.2))
-        assert s.statements == before + 1
-        assert await asyncio.gather(s.ip_acquire(busy, t + 0.3, 2, 100.0), s.ip_acquire(busy, t + 0.3, 2, 100.0),
-                                    s.ip_acquire(free, t + 0.3, 1, 100.0)) == [None, None, None]
+        got = await _lease_scenario(s)
+        model = await _lease_scenario(LeaseTable(clock=None))
         await s.close()
+        return got, model
 
-    run(body())
+    def rounded(x):
+        if isinstance(x, float):
+            return round(x, 6)
+        return type(x)(rounded(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+    got, model = run(body())
+    assert rounded(got) == rounded(model)
+    assert got[0] == (True, 10.0) and got[2] == (False, pytest.approx(14.5)) and got[3] == []
+    assert got[5] == (False, pytest.approx(0.51)) and got[6] == (True, 10.0) and got[8] == []
+    assert got[-3][0] is False and got[-2] == (True, 10.0) and got[-1] == []
 
 
-def test_ip_limits_hold_across_two_workers_under_contention(postgres):
+def test_ip_lease_asks_of_one_loop_turn_go_as_one_statement_with_the_sequential_answers(postgres):
     dsn = postgres.create_database()
-    conc, rate, ip = 3, 5.0, "198.51.100.7"
-    starts: list[float] = []
-    in_flight = [0]
-    peak = [0]
 
-    async def fetcher(store: PostgresStore, stop_at: float):
-        while time.time() < stop_at:
-            now = time.time()                                      # one clock for all, as with NTP
-            wait = await store.ip_acquire(ip, now, conc, rate)
-            if wait is not None:
-                await asyncio.sleep(min(wait, 0.05))
+    async def body():
+        s = await _open(dsn)
+        before = s.statements
+        got = await asyncio.gather(s.ip_lease("192.0.2.10", "x", 10.0, 5.0), s.ip_lease("192.0.2.10", "y", 10.0, 5.0),
+                                   s.ip_lease("192.0.2.9", "y", 10.0, 5.0))
+        assert s.statements == before + 1
+        assert [g[0] for g in got] == [True, False, True]
+        assert 14.0 < got[1][1] <= 15.0
+        await s.ip_leases_give("x", ["192.0.2.10"], 1.0)
+        await s.ip_leases_give("y", ["192.0.2.9"], 1.0)
+        await s.prune(older_than_s=0.0)        # free rows are forgotten
+        rows = await s._one("fetch", "SELECT ip FROM ip_leases")
+        await s.close()
+        return rows
+
+    assert run(body()) == []
+
+
+def test_ip_leases_keep_one_holder_across_two_workers_under_contention(postgres):
+    """Two stores (two workers) ask for one IP in a loop, on the database clock;
+    a worker holding it sends a few requests and gives it back: the holders'
+    requests never overlap."""
+    dsn = postgres.create_database()
+    ip = "198.51.100.7"
+    spans: list[tuple[str, float, float]] = []
+
+    async def worker(store: PostgresStore, name: str, turns: int) -> None:
+        while turns:
+            granted, wait = await store.ip_lease(ip, name, 5.0, 5.0)
+            if not granted:
+                await asyncio.sleep(min(wait, 0.02))
                 continue
-            starts.append(now)
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-            await asyncio.sleep(0.35)
-            in_flight[0] -= 1
-            await store.ip_release(ip)
+            start = time.monotonic()
+            await asyncio.sleep(0.01)
+            spans.append((name, start, time.monotonic()))
+            await store.ip_leases_give(name, [ip], 0.0)
+            turns -= 1
 
     async def body():
         a, b = await _open(dsn, pool_max=4), await _open(dsn, pool_max=4)
-        stop_at = time.time() + 3.0
-        await asyncio.gather(*(fetcher(s, stop_at) for s in (a, b, a, b, a, b)))
+        await asyncio.gather(worker(a, "a", 10), worker(b, "b", 10))
         await a.close()
         await b.close()
 
     run(body())
-    starts.sort()
-    assert len(starts) >= 10
-    assert peak[0] <= conc
-    for i in range(len(starts) - int(rate)):
-        assert starts[i + int(rate)] - starts[i] >= 1.0, "more than 5 starts in one second"
+    spans.sort(key=lambda x: x[1])
+    assert len(spans) == 20
+    for (_, _, end), (_, start, _) in zip(spans, spans[1:]):
+        assert start >= end

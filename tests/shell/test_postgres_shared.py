@@ -103,6 +103,35 @@ def test_a_worker_writes_the_trap_rows_of_the_partitions_it_holds_only(postgres)
     run(body())
 
 
+def test_a_workers_changed_rows_are_written_as_given_for_the_partitions_it_holds_only(postgres):
+    """`Batch.defence` (a worker's save, runtime/shared_defence): the rows go in
+    as they are, fenced like the snapshot's; the allowlist is a meta row."""
+    dsn = postgres.create_database()
+    origin_a, origin_b = f"http://{KEY_A}", f"http://{KEY_B}"
+
+    async def body():
+        a, b = await _open(dsn), await _open(dsn)
+        try:
+            got = await a.acquire_many([PART_A], "worker-a", 60.0)
+            await a.apply(Batch(defence={"traps": {KEY_A: '{"fetches": 3}', KEY_B: '{"fetches": 4}'},
+                                         "soft404": {origin_a: '[1, 0, 5.0, [], false]',
+                                                     origin_b: '[1, 0, 6.0, [], false]'}},
+                                meta={"traps_allow": '[["a.test", 10, "ops", 99.0]]'}), partition_epochs=got)
+            traps = await b.trap_snapshot()
+            assert traps["hosts"] == {KEY_A: {"fetches": 3}} and traps["allow"] == [["a.test", 10, "ops", 99.0]]
+            assert (await b.soft404_snapshot())["hosts"] == {origin_a: [1, 0, 5.0, [], False]}
+            await a.release_many("worker-a", got)
+            await b.acquire_many([PART_A], "worker-b", 60.0)
+            with pytest.raises(StaleEpoch):   # a zombie's rows are refused with its batch
+                await a.apply(Batch(defence={"traps": {KEY_A: '{"fetches": 9}'}}), partition_epochs=got)
+            assert (await b.trap_snapshot([PART_A]))["hosts"] == {KEY_A: {"fetches": 3}}
+        finally:
+            await a.close()
+            await b.close()
+
+    run(body())
+
+
 def test_an_unchanged_trap_host_costs_no_statement_at_the_next_commit(postgres):
     dsn = postgres.create_database()
 

@@ -468,3 +468,23 @@ def test_a_batch_cut_off_by_a_server_restart_is_unavailable_and_retried():
     store = PostgresStore(_Pool(_Lost()), P)
     with pytest.raises(StoreUnavailable):
         run(store.apply(Batch(meta={"k": "v"}), batch_id="b1"))
+
+
+def test_a_keys_remembered_partition_is_its_hash_before_and_after_the_memory_is_emptied(postgres, monkeypatch):
+    """The fast path of `partition_of_key` (one region: the hash, remembered)
+    equals its plain twin, `partition_of(key, P)`, however full its memory."""
+    import courtly.shell.store.pg_region as pg_region
+
+    monkeypatch.setattr(pg_region, "CACHE_MAX", 50)
+    dsn = postgres.create_database()
+
+    async def body():
+        s = await _open(dsn)
+        keys = [f"h{i}.example" for i in range(300)]
+        got = [s.partition_of_key(k) for k in keys + keys[::-1]]
+        size = len(s._part_cache)
+        await s.close()
+        return keys, got, size
+
+    keys, got, size = run(body())
+    assert got == [partition_of(k, P) for k in keys + keys[::-1]] and size <= 50

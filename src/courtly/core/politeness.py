@@ -240,6 +240,11 @@ class Politeness:
             raise RuntimeError(f"politeness: {key} is down and its probe is not due")
         st.in_flight = True
 
+    def unsent(self, key: str) -> None:
+        """The request `started` never left (the gate closed while it waited for
+        a connection): nothing was learned; the key may start again."""
+        self.key(key).in_flight = False
+
     def finished(
         self,
         key: str,

@@ -46,6 +46,7 @@ Rules: pure; the generator is an argument; state is a JSON value
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Callable
@@ -105,6 +106,7 @@ class Soft404Book:
         self.probe_ttl_s = probe_ttl_s
         self.origins_max = origins_max
         self._hosts: dict[str, _Host] = {}
+        self._changed: set[str] = set()     # origins changed here since the last `changed_rows`
 
     def probe_url(self, origin: str, rng: random.Random) -> str:
         """A URL on `origin` (``scheme://host[:port]``) that cannot exist."""
@@ -139,6 +141,7 @@ class Soft404Book:
             host.state, host.attempts, host.probed_at = _HONEST, 0, now
 
     def _entry(self, origin: str) -> _Host:
+        self._changed.add(origin)   # every change goes through here (a read that changes nothing too)
         host = self._hosts.get(origin)
         if host is None:
             if len(self._hosts) >= self.origins_max:
@@ -177,13 +180,14 @@ class Soft404Book:
     # -- persistence
 
     def snapshot(self) -> dict[str, Any]:
-        return {
-            "version": 2,
-            "hosts": {
-                origin: [h.state, h.attempts, h.probed_at, [f"{s:016x}" for s in h.signatures], h.deferred]
-                for origin, h in self._hosts.items()
-            },
-        }
+        return {"version": 2, "hosts": {origin: _row(h) for origin, h in self._hosts.items()}}
+
+    def changed_rows(self) -> dict[str, str]:
+        """origin -> its JSON (a row of `snapshot()["hosts"]`), for the origins
+        changed here since the last call (a worker's save into shared rows)."""
+        rows = {o: json.dumps(_row(self._hosts[o])) for o in self._changed if o in self._hosts}
+        self._changed.clear()
+        return rows
 
     @classmethod
     def restore(cls, data: dict[str, Any], **settings: Any) -> Soft404Book:
@@ -218,3 +222,8 @@ class Soft404Book:
         for origin in gone:
             del self._hosts[origin]
         return len(gone)
+
+
+def _row(h: _Host) -> list[Any]:
+    """One origin's snapshot row."""
+    return [h.state, h.attempts, h.probed_at, [f"{s:016x}" for s in h.signatures], h.deferred]

@@ -145,6 +145,7 @@ class TrapGuard:
         self._allow: list[AllowEntry] = list(self.config.allowlist)
         self._host_texts: dict[str, str] = {}   # key -> '"key": {...}' as of the last snapshot_json
         self._touched: set[str] = set()         # keys whose host may differ from its text
+        self._changed: set[str] = set()         # keys changed here since the last `changed_rows`
         self._templates = 0                      # templates held over all hosts
         self._families = 0                       # urlyield families held over all hosts
         self._last_key: str | None = None        # key of the last note_fetch (whose links come next)
@@ -265,6 +266,7 @@ class TrapGuard:
         if host is None:
             return 0
         self._touched.add(key)
+        self._changed.add(key)
         closing = [k for k in host.open if rule is None or k[0] == rule]
         for k in closing:
             del host.open[k]
@@ -447,6 +449,7 @@ class TrapGuard:
     def _host(self, key: str, now: float) -> HostState:
         """`key`'s state, made most recently used; the caller may change it."""
         self._touched.add(key)
+        self._changed.add(key)
         host = self._hosts.pop(key, None)
         if host is None:
             host = HostState()
@@ -492,6 +495,18 @@ class TrapGuard:
             self._host_texts = texts = {k: t for k, t in texts.items() if k in self._hosts}
         head = json.dumps({"version": 1, "allow": self._allow_rows(), "hosts": {}})   # ends '"hosts": {}}'
         return head[:-2] + ", ".join([texts[k] for k in self._hosts]) + "}}"
+
+    def changed_rows(self) -> dict[str, str]:
+        """key -> its host's JSON (a row of `snapshot()["hosts"]`), for the keys
+        changed here since the last call (a worker's save into shared rows:
+        runtime/shared_defence). Hosts taken by `adopt` came from those rows."""
+        rows = {k: json.dumps(host_to_json(self._hosts[k])) for k in self._changed if k in self._hosts}
+        self._changed.clear()
+        return rows
+
+    def allow_json(self) -> str:
+        """`snapshot()["allow"]` as JSON."""
+        return json.dumps(self._allow_rows())
 
     @classmethod
     def restore(cls, data: dict[str, Any], config: TrapConfig | None = None,

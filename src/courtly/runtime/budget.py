@@ -105,6 +105,14 @@ class BudgetDefence:
             batch.meta["traps"] = self.traps.snapshot_json()   # re-encodes only the hosts touched
             batch.meta["soft404"] = json.dumps(self.soft404.snapshot())
 
+    def save_rows(self, batch) -> None:
+        """The guard's and the book's rows changed since the last save, and the
+        allowlist, into `batch` (a worker's: its store keeps them as rows)."""
+        if self.enabled:
+            batch.defence["traps"] = {**batch.defence.get("traps", {}), **self.traps.changed_rows()}
+            batch.defence["soft404"] = {**batch.defence.get("soft404", {}), **self.soft404.changed_rows()}
+            batch.meta["traps_allow"] = self.traps.allow_json()
+
     # ---- questions --------------------------------------------------------------
 
     def admit(self, key: str, url: str, depth: int, now: float, *, seed: bool = False) -> Verdict:

@@ -12,8 +12,8 @@ worker (runtime/worker.py), which builds the same engine with them.
   batch: the last check before a request leaves (`may_send`) and the
   fetcher's send gate judge that tenure, never "the epoch right now".
 * `SendPolicy` -- the per-IP limits beyond this process: one machine has
-  none (the core's local limits are all there is); a worker takes the
-  cluster-wide per-IP slot from PostgreSQL before each request.
+  none (the core's local limits are all there is); a worker sends to an IP
+  only while it holds the IP's lease in PostgreSQL (runtime/ip_leases.py).
 * `Payloads` -- where the exact-duplicate index looks beyond this process
   (None for one machine, whose index holds every capture; a worker asks the
   shared store, runtime/shared_defence.py).
@@ -98,6 +98,10 @@ class SendPolicy(Protocol):
 
     def release(self, ip: str, key: str, now: float) -> None: ...
 
+    def holds(self, ip: str) -> bool:
+        """A request acquired on `ip` may still be sent (asked by the fetcher's gate)."""
+        ...
+
 
 class Commits(Protocol):
     """The writer of the engine's batches when it is not the engine itself."""
@@ -162,6 +166,9 @@ class LocalLimits:
 
     def release(self, ip: str, key: str, now: float) -> None:
         pass
+
+    def holds(self, ip: str) -> bool:
+        return True
 
 
 @dataclass(frozen=True, slots=True)

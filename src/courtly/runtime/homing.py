@@ -17,7 +17,7 @@ network policy, resolver and fetcher as a worker's. It is polite like any
 request: one probe in flight per key from all regions, the key's delay
 apart (`probe_gap_s`: the crawler's delay rule; the key's probe slot in
 `homes`, database clock), and the per-IP
-limits shared with the workers (`ip_acquire`). A key whose partition a
+limits shared with the workers (it holds the IP's lease for the probe, `ip_lease`). A key whose partition a
 worker holds is not probed (its owner's politeness state does not know the
 probe) and not moved: probe before the region's workers start, or while its
 partitions are free. Then every key with `samples` probes from each region
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 from courtly.config import Config
 from courtly.core.fingerprint import warc_payload_digest
@@ -134,18 +135,22 @@ async def _probe_once(cfg: Config, store, resolver, fetcher, clock, key: str, ur
         await clock.sleep(min(wait, 1.0))
     else:
         raise TimeoutError(f"no probe slot for {key} in {SLOT_WAITS_MAX} waits")
-    for _ in range(SLOT_WAITS_MAX):           # the IP's slot, shared with the workers
-        wait = await store.ip_acquire(ip, None, pol.ip_concurrency, pol.ip_rate, hold_s=cfg.fetch.total_s + 10.0)
-        if wait is None:
+    rate = pol.ip_rate
+    span_s = (1.0 if rate >= 1 else 1.0 / rate) + 0.01
+    hold_s = cfg.fetch.total_s + span_s + 1.0
+    holder = f"probe/{cfg.distributed.region}/{uuid.uuid4().hex[:8]}"
+    for _ in range(SLOT_WAITS_MAX):           # the IP's lease, shared with the workers (runtime/ip_leases)
+        granted, wait = await store.ip_lease(ip, holder, hold_s, hold_s)
+        if granted:
             break
         await clock.sleep(min(wait, 1.0))
     else:
-        raise TimeoutError(f"no request slot on {ip} in {SLOT_WAITS_MAX} waits")
+        raise TimeoutError(f"no lease of {ip} in {SLOT_WAITS_MAX} waits")
     started = clock.now()
     try:
         result = await fetcher.fetch(robots, ip=ip)
     finally:
-        await store.ip_release(ip, None)
+        await store.ip_leases_give(holder, [ip], span_s)
     rtt = clock.now() - started
     answered = result.status != 0
     p = Probe(cfg.distributed.region, rtt if answered else None, result.status,

@@ -1,11 +1,10 @@
-"""The cluster's strategies for the crawl engine: whose keys, and the shared per-IP slot.
+"""The cluster's tenancy for the crawl engine: whose keys, under which lease.
 
 What it owns: `WorkerStats` (a worker's counters), `Partitions`, the engine's tenancy on a cluster (the keys of
 the partitions this worker holds, under their lease epochs; discovered URLs
-routed to their owners; work in progress counted per partition), and
-`SharedIpSlots`, the engine's send policy on a cluster (a slot of the per-IP
-limits in PostgreSQL per request). Both implement the protocols of
-runtime/distribution.py; runtime/worker.py builds the engine with them.
+routed to their owners; work in progress counted per partition). It
+implements runtime/distribution.Tenancy; runtime/worker.py builds the engine
+with it and with the send policy of runtime/ip_leases.py.
 
 How it works: a host batch takes its key's `Tenure` (partition, epoch) when
 it starts; `may_send` and the fetcher's gate judge that tenure against
@@ -19,19 +18,15 @@ Rules: no shell imports (the store is the port's shape); waits are bounded.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Callable
 from dataclasses import dataclass, field
 
 from courtly.core.urls import partition_of, politeness_key, split_origin
-from courtly.ports import StoreUnavailableError
 from courtly.runtime.distribution import Tenure
 from courtly.runtime.ownership import Ownership
 
-__all__ = ["Partitions", "SharedIpSlots", "WorkerStats"]
-
-RELEASE_RETRIES = 3
+__all__ = ["Partitions", "WorkerStats"]
 
 
 @dataclass(slots=True)
@@ -182,56 +177,3 @@ class Partitions:
     def hold(self, until: float) -> None:
         """Keys new here from now on wait until `until` (a take-over)."""
         self._hold_until = max(self._hold_until, until)
-
-
-class SharedIpSlots:
-    """The engine's send policy on a cluster (runtime/distribution.SendPolicy):
-    a slot of the per-IP limits in PostgreSQL (database clock) per request."""
-
-    def __init__(self, pg, cfg, parts: Partitions, stats: WorkerStats, clock) -> None:
-        self.pg = pg
-        self.cfg = cfg
-        self.clock = clock
-        self.parts = parts
-        self.stats = stats
-        self._slots: dict[str, str] = {}          # key -> IP of the shared slot its request holds
-        self._bg: set[asyncio.Task] = set()
-
-    async def acquire(self, ip: str, key: str) -> bool:
-        if self._slots.get(key) == ip:
-            return True
-        if self.parts.tenure(key).epoch is None:
-            return True     # the gate refuses next: no slot needed
-        p = self.cfg.politeness
-        try:
-            wait = await self.pg.ip_acquire(ip, None, p.ip_concurrency, p.ip_rate,
-                                            hold_s=self.cfg.fetch.total_s + 10.0)
-        except StoreUnavailableError:
-            self.stats.store_errors += 1
-            await self.clock.sleep(min(1.0, self.cfg.distributed.store_retry_s_max))
-            return False
-        if wait is None:
-            self._slots[key] = ip
-            return False    # held: check the local limits again, then go
-        self.stats.ip_waits += 1
-        await self.clock.sleep(min(wait, 1.0))
-        return False
-
-    def release(self, ip: str, key: str, now: float) -> None:
-        if self._slots.pop(key, None) is None:
-            return
-        t = asyncio.get_running_loop().create_task(self._release(ip))
-        self._bg.add(t)
-        t.add_done_callback(self._bg.discard)
-
-    async def _release(self, ip: str) -> None:
-        for attempt in range(RELEASE_RETRIES):
-            try:
-                await self.pg.ip_release(ip, None)
-                return
-            except StoreUnavailableError:
-                await self.clock.sleep(0.5 * (attempt + 1))
-
-    async def close(self) -> None:
-        if self._bg:
-            await self.clock.wait_until(asyncio.wait(set(self._bg)), self.clock.now() + 5.0)

@@ -73,60 +73,67 @@ class LeaseRequests:
         if tenure is None:
             tenure = c.tenancy.tenure(key)
         async with self._key_locks.hold(key):
-            while True:
-                if c.stopping:
+            while True:      # again only when the IP's lease ended before the request left
+                while True:
+                    if c.stopping:
+                        return None
+                    now = c.clock.now()
+                    ready = c.politeness.ready_at(key, now)
+                    if ready > now:
+                        await c.pause_until(ready)
+                        continue
+                    ip_ready = c.politeness.ip_ready_at(ip, now, key)
+                    if ip_ready is None:
+                        ev = self._ip_waiters.setdefault(ip, asyncio.Event())
+                        ev.clear()
+                        await ev.wait()
+                        continue
+                    if ip_ready > now:
+                        await c.pause_until(ip_ready)
+                        continue
+                    if not await c.sending.acquire(ip, key):
+                        continue    # waited for a limit shared with other workers: check again
+                    break
+                if not self._may_send(key, lease, tenure, now):
+                    c.sending.release(ip, key, now)
                     return None
-                now = c.clock.now()
-                ready = c.politeness.ready_at(key, now)
-                if ready > now:
-                    await c.pause_until(ready)
-                    continue
-                ip_ready = c.politeness.ip_ready_at(ip, now, key)
-                if ip_ready is None:
-                    ev = self._ip_waiters.setdefault(ip, asyncio.Event())
-                    ev.clear()
-                    await ev.wait()
-                    continue
-                if ip_ready > now:
-                    await c.pause_until(ip_ready)
-                    continue
-                if not await c.sending.acquire(ip, key):
-                    continue    # waited for a limit shared with other workers: check again
+                purge = c.takedowns.match(url)   # the last check before the request leaves
+                if purge is not None:
+                    c.sending.release(ip, key, now)
+                    raise PurgedNow(purge)
+                self._in_flight[url] = self._in_flight.get(url, 0) + 1
+                c.politeness.started(key, now)
+                ip_token = c.politeness.ip_started(ip, now, key)
+                c.stats.in_flight += 1
+                for o in c.observers:
+                    o.on_request(url, ip)
+                gate = c.tenancy.gate(tenure)
+                try:
+                    if gate is None:
+                        result = await c.fetcher.fetch(url, ip=ip, headers=headers)
+                    else:
+                        result = await c.fetcher.fetch(
+                            url, ip=ip, headers=headers,
+                            gate=lambda g=gate: not c.stopping and g() and c.sending.holds(ip))   # IP lease too
+                finally:
+                    n = self._in_flight.pop(url, 1) - 1
+                    if n > 0:
+                        self._in_flight[url] = n
+                    c.stats.in_flight -= 1
+                    done = c.clock.now()
+                    # the window is measured from completion: it bounds when it arrived
+                    c.politeness.ip_finished(ip, ip_token, done)
+                    c.sending.release(ip, key, done)
+                    ev = self._ip_waiters.pop(ip, None)   # its waiters look again; a map of waited-on IPs only
+                    if ev is not None:
+                        ev.set()
+                if gate is not None and result.error == "not_sent":
+                    # the gate closed while it waited for a connection: nothing was sent
+                    c.politeness.unsent(key)
+                    if c.stopping or not c.tenancy.may_send(tenure, c.clock.now()):
+                        return None
+                    continue       # only the IP's lease ended: take it again (or wait for it)
                 break
-            if not self._may_send(key, lease, tenure, now):
-                c.sending.release(ip, key, now)
-                return None
-            purge = c.takedowns.match(url)   # the last check before the request leaves
-            if purge is not None:
-                c.sending.release(ip, key, now)
-                raise PurgedNow(purge)
-            self._in_flight[url] = self._in_flight.get(url, 0) + 1
-            c.politeness.started(key, now)
-            ip_token = c.politeness.ip_started(ip, now, key)
-            c.stats.in_flight += 1
-            for o in c.observers:
-                o.on_request(url, ip)
-            gate = c.tenancy.gate(tenure)
-            try:
-                if gate is None:
-                    result = await c.fetcher.fetch(url, ip=ip, headers=headers)
-                else:
-                    result = await c.fetcher.fetch(url, ip=ip, headers=headers,
-                                                   gate=lambda: not c.stopping and gate())
-            finally:
-                n = self._in_flight.pop(url, 1) - 1
-                if n > 0:
-                    self._in_flight[url] = n
-                c.stats.in_flight -= 1
-                done = c.clock.now()
-                # the window is measured from completion: it bounds when it arrived
-                c.politeness.ip_finished(ip, ip_token, done)
-                c.sending.release(ip, key, done)
-                ev = self._ip_waiters.pop(ip, None)   # its waiters look again; a map of waited-on IPs only
-                if ev is not None:
-                    ev.set()
-            if gate is not None and result.error == "not_sent":
-                return None    # the gate closed while it waited for a connection: nothing was sent
             for o in c.observers:
                 o.on_response(result)
             ban = c.bans.answered(key, url, result.status, result.content or result.body or b"")

@@ -30,9 +30,10 @@ it is built. Only ownership and state move:
   store; one lost or released is saved once more and dropped here. A payload
   another worker stored first becomes a revisit here (the engine asks the
   store on a miss of its exact index, `SharedPayloads`).
-* **Per-IP limits** hold cluster-wide (`SharedIpSlots`, the engine's send
-  policy, runtime/partitions.py): every request also takes a slot from the store (`ip_acquire`,
-  database clock) and gives it back when it ends.
+* **Per-IP limits** hold cluster-wide (`IpLeases`, the engine's send
+  policy, runtime/ip_leases.py): a worker sends to an IP only while it holds
+  the IP's lease in the store, so the engine's own per-IP limits are
+  complete; busy workers that share an IP take turns.
 * **Commits** (the worker is the engine's writer) are the engine's batches,
   cut every `commit_interval_s` and
   written in order with the epochs of the partitions this worker holds
@@ -75,8 +76,9 @@ from courtly.runtime.crawler import Crawler, CrawlStats
 from courtly.runtime.distribution import Deployment
 from courtly.runtime.keyreadback import KeyReadBack
 from courtly.runtime.ownership import Ownership
-from courtly.runtime.partitions import Partitions, SharedIpSlots, WorkerStats
-from courtly.runtime.shared_defence import SharedDefence, SharedPayloads
+from courtly.runtime.ip_leases import IpLeases
+from courtly.runtime.partitions import Partitions, WorkerStats
+from courtly.runtime.shared_defence import GATHER_S, SharedDefence, SharedPayloads
 from courtly.runtime.worker_figures import published
 
 __all__ = ["Worker", "WorkerStats", "owned_rows_only"]
@@ -141,8 +143,8 @@ class Worker:
         self.wstats = WorkerStats()
         self.own = Ownership(store, worker_id, store.region_range() or self.nparts, self.dist, clock, self)
         self.parts = Partitions(self.own, self.nparts, cfg, clock, self.wstats, part_of_key=store.partition_of_key)
-        self.slots = SharedIpSlots(store, cfg, self.parts, self.wstats, clock)
-        self.payloads = SharedPayloads(store)
+        self.slots = IpLeases(store, cfg, self.parts, self.wstats, clock, worker_id)
+        self.payloads = SharedPayloads(store, clock, GATHER_S)
         self.engine = Crawler(cfg, clock=clock, resolver=resolver, fetcher=fetcher, warc=warc, store=_Unshared(),
                               extractor=extractor,
                               deployment=Deployment(tenancy=self.parts, sending=self.slots, commits=self,
@@ -463,13 +465,15 @@ class Worker:
     async def run(self) -> CrawlStats:
         owner = asyncio.create_task(self.own.run())
         claimer = asyncio.create_task(self._claim_loop())
-        for t in (owner, claimer):
+        renewer = asyncio.create_task(self.slots.run())
+        for t in (owner, claimer, renewer):
             t.add_done_callback(self._loop_ended)
         try:
             stats = await self.engine.run()
         finally:
-            claimer.cancel()
-            await asyncio.gather(claimer, return_exceptions=True)
+            for t in (claimer, renewer):
+                t.cancel()
+            await asyncio.gather(claimer, renewer, return_exceptions=True)
             await self._final_flush()
             owner.cancel()
             await asyncio.gather(owner, return_exceptions=True)
@@ -520,4 +524,5 @@ def owned_rows_only(b: Batch, part_of_url, part_of_key, *, keep: set[int] | None
         simhashes=b.simhashes,
         histories={u: h for u, h in b.histories.items() if ok(part_of_url(u))},
         meta=b.meta,
+        defence=b.defence,
     )

@@ -1,6 +1,6 @@
 """What many workers share through PostgresStore besides the crawl data:
 registration and heartbeats, partition leases on the database clock, picking
-up new work (`adopt`, `claim_new`), per-IP limits across workers, queue
+up new work (`adopt`, `claim_new`), per-IP leases across workers, queue
 state and housekeeping. A mixin of `PostgresStore` (shell/store/postgres.py,
 whose module doc describes the protocol); it uses the store's `_one`,
 `_conn` and `_fence`.
@@ -15,7 +15,7 @@ import asyncpg
 
 from courtly.core.lease import LeaseRecord
 from courtly.ports import ClaimedRow
-from courtly.shell.store.pg_coalesce import ACQUIRE_SQL, RELEASE_SQL, Coalescer
+from courtly.shell.store.pg_coalesce import LEASE_SQL, Coalescer
 from courtly.shell.store.pg_schema import NOW_SQL as _NOW
 from courtly.shell.store.sqlite import StoreError
 
@@ -31,11 +31,8 @@ class ClusterMixin:
     # set by PostgresStore, like the `_one`, `_conn` and `_fence` used below
     statements: int
     region: str
-    ip_busy_wait_s: float
-    _ip_tokens: dict[str, list[float]]
     _shared_acquired: Callable[[], None]   # pg_shared: partitions were granted
-    _ip_acquires: Coalescer
-    _ip_releases: Coalescer
+    _ip_leases: Coalescer
     # ---- workers and leases (database clock) --------------------------------------------------
 
     async def register(self, worker_id: str) -> float:
@@ -175,54 +172,63 @@ class ClusterMixin:
         rows = await self._one("fetch", "SELECT partition, count(*) FROM inbox GROUP BY partition")
         return {r[0]: r[1] for r in rows}
 
-    # ---- per-IP limits across workers -----------------------------------------------------------
+    # ---- per-IP leases across workers ----------------------------------------------------------
 
-    async def ip_acquire(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
-                         hold_s: float = 120.0, margin_s: float = 0.01) -> float | None:
-        """Ask for a request slot on `ip`: None when granted (call `ip_release`
-        when the request is over), else seconds to wait before asking again.
-        `now` is the caller's clock (NTP-synced workers) or None for the
-        database's; a slot not released within `hold_s` lapses (dead worker).
-        Requests made together (one loop turn, or while the previous such
-        statement was out) go as one statement (pg_coalesce)."""
-        window = int(rate_per_s) if rate_per_s >= 1 else 1
-        span = (1.0 if rate_per_s >= 1 else 1.0 / rate_per_s) + margin_s
-        granted, wait_s, token = await self._ip_acquires.submit(
-            (ip, now, concurrency_max, window, span, hold_s))
-        if granted:
-            self._ip_tokens.setdefault(ip, []).append(token)
-            return None
-        return wait_s if wait_s is not None else self.ip_busy_wait_s
+    async def ip_lease(self, ip: str, owner: str, lease_s: float, hold_s: float,
+                       now: float | None = None) -> tuple[bool, float]:
+        """Ask to hold `ip` (its per-IP limits are then `owner`'s to apply):
+        (True, seconds the lease lasts from the statement) or (False, seconds
+        before it can be free at the latest; the holder gives it back at its
+        next renewal, having been told it is wanted). A holder that stopped
+        renewing lapses `hold_s` after its term (its last requests are over).
+        `now` is a caller's clock for tests; None: the database's. Requests
+        made together go as one statement (pg_coalesce)."""
+        granted, wait_s, left_s = await self._ip_leases.submit((ip, owner, now, lease_s, hold_s))
+        return (True, float(left_s)) if granted else (False, float(wait_s))
 
-    async def ip_release(self, ip: str, now: float | None = None) -> None:
-        """Give back one slot this store granted on `ip` (with the releases made
-        together, one statement: pg_coalesce); the
-        window counts the request from `now`, its completion (None: the
-        database's clock)."""
-        tokens = self._ip_tokens.get(ip)
-        if not tokens:
+    async def ip_leases_renew(self, owner: str, ips: Sequence[str], lease_s: float,
+                              now: float | None = None) -> set[str]:
+        """Extend `owner`'s leases of `ips` by `lease_s`: the IPs renewed. An IP
+        missing from the answer is wanted by another worker (give it back once
+        its requests are over) or no longer `owner`'s."""
+        if not ips:
+            return set()
+        rows = await self._ip_statement("fetch", f"""
+            WITH mine AS (SELECT ip FROM ip_leases WHERE ip = ANY($1::text[]) AND owner = $2 AND NOT wanted
+                           ORDER BY ip FOR UPDATE)
+            UPDATE ip_leases l SET until = coalesce($4, {_NOW}) + $3, updated_at = coalesce($4, {_NOW})
+              FROM mine WHERE l.ip = mine.ip RETURNING l.ip""", [(sorted(set(ips)), owner, lease_s, now)])
+        return {r[0] for r in rows}
+
+    async def ip_leases_give(self, owner: str, ips: Sequence[str], span_s: float,
+                             now: float | None = None) -> None:
+        """Give back `owner`'s leases of `ips`, whose requests are all over:
+        free `span_s` from now (one rate window: the next holder's first
+        request cannot crowd the server's window with the last of these)."""
+        if not ips:
             return
-        token = tokens.pop()
-        if not tokens:
-            del self._ip_tokens[ip]
-        await self._ip_releases.submit((ip, token, now))
+        await self._ip_statement("execute", f"""
+            WITH mine AS (SELECT ip FROM ip_leases WHERE ip = ANY($1::text[]) AND owner = $2
+                           ORDER BY ip FOR UPDATE)
+            UPDATE ip_leases l SET owner = NULL, wanted = false, free_at = coalesce($4, {_NOW}) + $3,
+                   updated_at = coalesce($4, {_NOW})
+              FROM mine WHERE l.ip = mine.ip""", [(sorted(set(ips)), owner, span_s, now)])
 
-    def _ip_coalescers(self) -> tuple[Coalescer, Coalescer]:
-        """The batchers of `ip_acquire` and `ip_release` (shell/store/pg_coalesce.py)."""
-        return Coalescer(self._send_ip_acquires), Coalescer(self._send_ip_releases)
+    def _ip_coalescer(self) -> Coalescer:
+        """The batcher of `ip_lease` (shell/store/pg_coalesce.py)."""
+        return Coalescer(self._send_ip_leases)
 
-    async def _send_ip_acquires(self, rows: list[tuple]) -> list[tuple]:
-        got = await self._ip_statement("fetch", ACQUIRE_SQL, rows)
+    async def _send_ip_leases(self, rows: list[tuple]) -> list[tuple]:
+        got = await self._ip_statement("fetch", LEASE_SQL, rows, columns=True)
         return [tuple(r) for r in got]
 
-    async def _send_ip_releases(self, rows: list[tuple]) -> list[None]:
-        await self._ip_statement("fetchval", RELEASE_SQL, rows)
-        return [None] * len(rows)
-
-    async def _ip_statement(self, method: str, sql: str, rows: list[tuple]):
+    async def _ip_statement(self, method: str, sql: str, rows: list[tuple], *, columns: bool = False):
+        """One statement, retried on a deadlock: `rows` as its arguments'
+        columns (`columns`), or the one row of arguments `rows[0]`."""
+        args = [list(c) for c in zip(*rows)] if columns else list(rows[0])
         for attempt in range(RETRIES):
             try:
-                return await self._one(method, sql, *(list(c) for c in zip(*rows)))
+                return await self._one(method, sql, *args)
             except RETRYABLE:
                 if attempt == RETRIES - 1:
                     raise
@@ -279,6 +285,6 @@ class ClusterMixin:
         async with self._conn() as conn:
             for sql in ("DELETE FROM applied_batches WHERE at < {now} - $1",
                         "DELETE FROM workers WHERE heartbeat_at < {now} - $1",
-                        "DELETE FROM ip_limits WHERE updated_at < {now} - $1 AND cardinality(flights) = 0"):
+                        "DELETE FROM ip_leases WHERE updated_at < {now} - $1 AND owner IS NULL"):
                 self.statements += 1
                 await conn.execute(sql.format(now=_NOW), older_than_s)

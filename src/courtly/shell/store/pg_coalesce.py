@@ -1,29 +1,29 @@
-"""Per-IP slot requests of one PostgresStore, sent together: one statement in flight.
+"""Per-IP lease requests of one PostgresStore, sent together: one statement in flight.
 
-What it owns: the round trips of `ip_acquire` and `ip_release`. Every fetch
-of a distributed worker takes a slot on its IP from the store and gives it
-back, two short statements a page; sent one by one they cost the worker
-more CPU (a pooled connection, a statement, an answer each) than the rest of
-its store traffic together.
+What it owns: the round trips of `ip_lease`. A worker asks for an IP's lease
+when it first sends to it (and again after giving it back); at the start of a
+crawl, or when many hosts come in at once, many IPs are asked for in the same
+moment, and sent one by one they would cost a pooled connection, a statement
+and an answer each.
 
 How it works: the first request of an event-loop turn schedules a flush
 for the end of the turn (`call_soon`); every request made before it runs
-joins it. At most one statement of each kind is in flight: requests made
-while one is out wait for its answer and then go together in the next, so
-the busier the worker, the more requests a statement carries (a request
-waits at most one more round trip). The flush sends them as one statement calling the same
-PL/pgSQL functions once per request (`unnest ... WITH ORDINALITY`,
+joins it. At most one statement is in flight: requests made while one is
+out wait for its answer and then go together in the next, so the busier the
+worker, the more requests a statement carries (a request waits at most one
+more round trip). The flush sends them as one statement calling the same
+PL/pgSQL function once per request (`unnest ... WITH ORDINALITY`,
 `LATERAL`), and each caller gets its own answer. A VOLATILE function sees
 what the calls before it in the statement wrote, so two requests on one IP
 in a flush are decided exactly as two statements in that order would be.
 
 Rules: the requests waiting are bounded by the callers (each awaits its
-answer: one per fetch task at most); requests are ordered by IP inside a statement, so two workers'
+answer); requests are ordered by IP inside a statement, so two workers'
 statements lock IP rows in the same order and cannot deadlock each other (a
 deadlock or serialization failure is retried anyway); a failed statement
 fails every request in it with the same error; a caller that stops waiting
-does not cancel the statement (a granted slot then lapses after `hold_s`,
-as before).
+does not cancel the statement (a lease granted then is given back idle at
+the holder's next renewal, or lapses).
 """
 
 from __future__ import annotations
@@ -32,15 +32,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["Coalescer", "ACQUIRE_SQL", "RELEASE_SQL"]
+__all__ = ["Coalescer", "LEASE_SQL"]
 
-ACQUIRE_SQL = (
-    "SELECT r.granted, r.wait_s, r.token FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[],"
-    " $5::float8[], $6::float8[]) WITH ORDINALITY AS t(ip, now, conc, win, span, hold, n),"
-    " LATERAL courtly_ip_acquire(t.ip, t.now, t.conc, t.win, t.span, t.hold) AS r ORDER BY t.n")
-RELEASE_SQL = (
-    "SELECT count(courtly_ip_release(t.ip, t.token, t.now)) FROM unnest($1::text[], $2::float8[],"
-    " $3::float8[]) WITH ORDINALITY AS t(ip, token, now, n)")
+LEASE_SQL = (
+    "SELECT r.granted, r.wait_s, r.left_s FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[],"
+    " $5::float8[]) WITH ORDINALITY AS t(ip, owner, now, lease, hold, n),"
+    " LATERAL courtly_ip_lease(t.ip, t.owner, t.now, t.lease, t.hold) AS r ORDER BY t.n")
 
 
 class Coalescer:

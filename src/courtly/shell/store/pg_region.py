@@ -115,8 +115,13 @@ class RegionMixin:
         emptied), else in the default region."""
         if self.partitions is None:
             raise StoreError("no crawl in this database: open it with partitions=P to create one")
-        if self.layout is None:
-            return partition_of(key, self.partitions)
+        if self.layout is None:     # the hash, remembered (every batch row asks it again)
+            p = self._part_cache.get(key)
+            if p is None:
+                if len(self._part_cache) >= CACHE_MAX:
+                    self._part_cache.clear()
+                p = self._part_cache[key] = partition_of(key, self.partitions)
+            return p
         p = self._part_cache.get(key)
         if p is None:
             p = self.layout.partition_of(key, self.region or self.default_region)

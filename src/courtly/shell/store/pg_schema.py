@@ -38,6 +38,12 @@ Versions:
      takes the default, true: the owner's trap guard judged it before, so a
      claim does not count it again (runtime/admission `judge_claimed`).
      Additive only (IF NOT EXISTS): renumbering is safe.
+  8. per-IP leases (shell/store/pg_cluster.py, runtime/ip_leases.py): one
+     worker at a time holds an IP (`ip_leases`: owner, `until` on the
+     database clock, `free_at` after a give-back, `wanted` when another
+     worker asked) and applies the per-IP limits itself, as one machine
+     does; `courtly_ip_lease` grants it. Replaces the slot per request of
+     versions 1-2: `ip_limits` and its two functions are dropped.
 """
 
 from __future__ import annotations
@@ -265,8 +271,52 @@ ALTER TABLE changes ALTER COLUMN event TYPE json USING event::json;
 # the owner's trap guard judged an inbox row's URL already (runtime/admission.judge_claimed)
 _V_JUDGED = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS judged boolean NOT NULL DEFAULT true;\n"
 
+# one holder per IP at a time: the per-IP limits are then the holder's own (runtime/ip_leases.py)
+_V_IP_LEASES = f"""
+DROP FUNCTION IF EXISTS courtly_ip_acquire(text, double precision, integer, integer, double precision,
+                                           double precision);
+DROP FUNCTION IF EXISTS courtly_ip_release(text, double precision, double precision);
+DROP TABLE IF EXISTS ip_limits;
+CREATE TABLE ip_leases (
+    ip text PRIMARY KEY,
+    owner text,                                       -- NULL: nobody holds it
+    until double precision NOT NULL DEFAULT 0,        -- the holder starts no request after this
+    free_at double precision NOT NULL DEFAULT 0,      -- given back: its last requests left the rate window
+    wanted boolean NOT NULL DEFAULT false,            -- another worker asked while it was held
+    updated_at double precision NOT NULL);
+CREATE FUNCTION courtly_ip_lease(p_ip text, p_owner text, p_now double precision, p_lease_s double precision,
+        p_hold_s double precision, OUT granted boolean, OUT wait_s double precision, OUT left_s double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    p_now := coalesce(p_now, {_NOW});
+    INSERT INTO ip_leases (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
+    SELECT owner, until, free_at, wanted INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
+    granted := false;
+    IF r.owner IS NOT NULL AND r.owner <> p_owner AND r.until + p_hold_s > p_now THEN
+        -- held elsewhere (a holder that died lapses hold_s after its term: its last requests are over)
+        IF NOT r.wanted THEN
+            UPDATE ip_leases SET wanted = true WHERE ip = p_ip;
+        END IF;
+        wait_s := r.until + p_hold_s - p_now;
+        RETURN;
+    END IF;
+    IF r.owner IS NULL AND r.free_at > p_now THEN     -- given back a moment ago
+        wait_s := r.free_at - p_now;
+        RETURN;
+    END IF;
+    UPDATE ip_leases SET owner = p_owner, until = p_now + p_lease_s, updated_at = p_now,
+           wanted = (r.owner IS NOT DISTINCT FROM p_owner) AND r.wanted
+     WHERE ip = p_ip;
+    granted := true;
+    left_s := p_lease_s;
+END $$;
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4_SHARED),
-                                               (5, _V_REGIONS), (6, _V_DELIVERY), (7, _V_JUDGED))
+                                               (5, _V_REGIONS), (6, _V_DELIVERY), (7, _V_JUDGED),
+                                               (8, _V_IP_LEASES))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -227,13 +227,24 @@ class SharedMixin:
     def _partition_of_host(self, host: str) -> int:
         return self._partition(politeness_key(host, self.key_mode))
 
-    def _plan_shared(self, meta: Mapping[str, str], epochs: Mapping[int, int] | None) -> dict:
-        """Rows of the trap / soft-404 snapshots in `meta` that changed since
-        this store last wrote them, of the partitions held (all when `epochs`
-        is None). Pure; the cache is updated by `_shared_done` after COMMIT."""
+    def _plan_shared(self, meta: Mapping[str, str], epochs: Mapping[int, int] | None,
+                     defence: Mapping[str, Mapping[str, str]] | None = None) -> dict:
+        """Rows of the trap guard and soft-404 book of the partitions held (all
+        when `epochs` is None): those a worker's batch gives as changed
+        (`defence`, written as they are), and those of whole snapshots in
+        `meta` (one machine's, `courtly allow`) that changed since this store
+        last wrote them. Pure; the cache is updated by `_shared_done` after
+        COMMIT."""
         out: dict[str, list[tuple[str, int, str]]] = {}
         states: dict[tuple[str, str], Any] = {}   # what the cache takes once committed
         extra: dict[str, str] = {}
+        for name, items in (defence or {}).items():
+            where = self._partition if name == "traps" else self._partition_of_origin
+            rows = out.setdefault(name, [])
+            for k in sorted(items):
+                p = where(k)
+                if epochs is None or p in epochs:
+                    rows.append((k, p, items[k]))
         for name in SHARED_META:
             raw = meta.get(name)
             if raw is None:
@@ -250,14 +261,15 @@ class SharedMixin:
                 if epochs is None or p in epochs:
                     rows.append((k, p, json.dumps(state)))
                     states[(name, k)] = state
-            out[name] = rows
+            out[name] = out.get(name, []) + rows
             allow = json.dumps(data.get("allow", [])) if name == "traps" else None
             if allow is not None and self._shared_cache.get(("meta", "traps_allow")) != allow:
                 extra["traps_allow"] = allow
         return {"rows": out, "meta": extra, "states": states}
 
     async def _write_shared(self, conn, plan: dict) -> None:
-        for name, rows in plan["rows"].items():
+        for name, listed in plan["rows"].items():
+            rows = list({r[0]: r for r in listed}.values())    # a key given twice: its last row
             if not rows:
                 continue
             table, col = _SHARED[name]

@@ -4,7 +4,7 @@ What it owns: the same data as SqliteStore (urls, fetches, hosts, robots,
 dead_letters, flags, digests, simhashes, histories, meta), plus what many
 workers share: `workers` (heartbeats), `partitions` (owner, fencing epoch,
 lease_until), `inbox` (new queued URLs per partition, not yet claimed by its
-owner), `ip_limits` (per-IP slots and recent starts, cluster-wide) and
+owner), `ip_leases` (which worker holds each IP's per-IP limits) and
 `applied_batches` (batch ids, so a retried commit is applied once). Takedowns,
 complaints, the shared duplicate lookup and the trap guard's and soft-404
 book's rows per key: shell/store/pg_shared.py. The reads: pg_reads.py.
@@ -36,16 +36,16 @@ How it works
   inbox from its queued URLs in one snapshot; `claim_new(epochs, limit)` then
   deletes and returns up to `limit` inbox rows of the held partitions (index on
   inbox.partition; no scan of urls), fenced like a write.
-* Per-IP limits across workers: `ip_acquire` is one call of a PL/pgSQL
-  function that locks the IP's row, drops slots past their `hold_s` (a dead
-  worker's), and grants a slot if fewer than `concurrency_max` are in flight
-  and the `rate_per_s`-th latest start is more than a second old (the same
-  window rule as core/politeness.py). `ip_release` is one UPDATE. The slot
-  requests of one event-loop turn go as one statement (pg_coalesce.py),
-  so a fetch costs at most two short statements, usually less; row locks are
-  held only for the statement, and the table is UNLOGGED (no WAL, commits wait for no
-  disk; a database *crash* empties it, which only forgets requests that were
-  in flight when it went down).
+* Per-IP limits across workers: one worker at a time holds an IP
+  (`ip_lease`, one call of a PL/pgSQL function that locks the IP's row) and
+  applies the per-IP limits itself, as one machine does (runtime/ip_leases).
+  A worker asking for an IP held elsewhere marks it wanted; the holder gives
+  it back at its next renewal, once its requests there are over, and it is
+  free one rate window later. A holder that stops renewing lapses
+  `hold_s` after its term. The lease requests of one event-loop turn go as
+  one statement (pg_coalesce.py); renewals and give-backs are one statement
+  for all of a worker's IPs. So a page costs no per-IP statement: an IP
+  costs a few per lease term while it is used.
 * Statement economy. Every write of a batch is one multi-row statement over
   `unnest(...)` arrays (or COPY for large append-only sets), never one per URL:
   a batch costs at most 18 statements whatever its size (more only when one
@@ -54,8 +54,7 @@ How it works
 
 Rules: a connection failure raises `StoreUnavailable` (pause, retry the same
 batch with the same `batch_id`); deadlocks and serialization failures are
-retried here; nothing is deleted except claimed inbox rows, released IP
-slots and what `prune` forgets. Schema changes append to `MIGRATIONS`.
+retried here; nothing is deleted except claimed inbox rows and what `prune` forgets. Schema changes append to `MIGRATIONS`.
 """
 
 from __future__ import annotations
@@ -202,10 +201,8 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin, ReadsMixin):
         self._pool = pool
         self.partitions = partitions
         self.statements = 0
-        self.ip_busy_wait_s = 0.05      # retry hint when an IP's slots are all in flight
         self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
-        self._ip_tokens: dict[str, list[float]] = {}
-        self._ip_acquires, self._ip_releases = self._ip_coalescers()   # one statement a loop turn
+        self._ip_leases = self._ip_coalescer()   # one statement a loop turn
         self.key_mode = "domain"        # the crawl's politeness_key (meta), for rows kept by host
         self._shared_cache: dict[tuple[str, str], object] = {}   # pg_shared: rows as last written
         self.storage: dict[str, str] = {}          # region -> WARC storage URL (pg_region)
@@ -328,7 +325,7 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin, ReadsMixin):
             row = (url, p, key, via, at, state, reason, detail, depth)
             (owned if p in epochs else routed).append(row)
         hosts = sorted((k, self._partition(k), json.dumps(v)) for k, v in b.hosts.items())
-        shared = self._plan_shared(b.meta, epochs if fenced else None)
+        shared = self._plan_shared(b.meta, epochs if fenced else None, b.defence)
         touched = {r[1] for r in owned} | {r[1] for r in hosts}
         if fenced:
             touched |= {r[1] for rows in shared["rows"].values() for r in rows}
