@@ -145,7 +145,9 @@ class Soft404Book:
         host = self._hosts.get(origin)
         if host is None:
             if len(self._hosts) >= self.origins_max:
-                self._hosts.pop(next(iter(self._hosts)))  # oldest entry: it will be probed again
+                oldest = next(iter(self._hosts))       # it will be probed again
+                del self._hosts[oldest]
+                self._changed.discard(oldest)          # bounded by the origins held
             host = self._hosts[origin] = _Host()
         return host
 
@@ -208,8 +210,10 @@ class Soft404Book:
             if state not in (_HONEST, _SOFT, _UNKNOWN, _GAVE_UP):
                 raise ValueError(f"bad soft-404 state {state!r}")
             if origin not in self._hosts:
-                if len(self._hosts) >= self.origins_max:
-                    self._hosts.pop(next(iter(self._hosts)))  # oldest entry, as `_entry` does
+                if len(self._hosts) >= self.origins_max:   # oldest entry out, as `_entry` does
+                    oldest = next(iter(self._hosts))
+                    del self._hosts[oldest]
+                    self._changed.discard(oldest)
                 self._hosts[origin] = _Host(state, int(attempts), float(probed_at), [int(s, 16) for s in sigs],
                                             bool(rest[0]) if rest else False)
                 taken += 1
@@ -221,6 +225,7 @@ class Soft404Book:
         gone = [o for o in self._hosts if origins(o)]
         for origin in gone:
             del self._hosts[origin]
+            self._changed.discard(origin)
         return len(gone)
 
 

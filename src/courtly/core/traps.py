@@ -467,6 +467,7 @@ class TrapGuard:
 
     def _drop(self, key: str) -> None:
         host = self._hosts.pop(key)
+        self._changed.discard(key)      # bounded by the hosts held (one machine never takes it)
         self._templates -= len(host.templates)
         self._families -= len(host.families)
 
