@@ -119,7 +119,7 @@ def test_two_busy_workers_take_turns_never_overlap_and_leave_one_rate_window_bet
     counts = {n: sum(1 for r in log if r[0] == n) for n in "ab"}
     assert turns >= 6 and min(counts.values()) >= 100, (turns, counts)
     assert table.calls["lease"] * 4 < len(log)          # waiting workers ask at most once a second
-    assert a.stats.extra.get("ip_handovers", 0) + b.stats.extra.get("ip_handovers", 0) >= turns - 1
+    assert a.stats.ip_handovers + b.stats.ip_handovers >= turns - 1 and a.stats.ip_waits and b.stats.ip_waits
 
 
 def test_an_idle_lease_is_given_back_at_the_next_renewal():

@@ -133,7 +133,7 @@ class IpLeases:
                 return
             if granted:
                 self._until[ip] = t0 + s - self.period_s
-                self.stats.extra["ip_leases"] = self.stats.extra.get("ip_leases", 0) + 1
+                self.stats.ip_leases += 1
                 return
             self.stats.ip_waits += 1
             await self.clock.sleep(min(max(s, 0.01), ASK_S))
@@ -185,7 +185,7 @@ class IpLeases:
         try:
             await self.pg.ip_leases_give(self.owner, ips, self.span_s)
             if yield_s:
-                self.stats.extra["ip_handovers"] = self.stats.extra.get("ip_handovers", 0) + len(ips)
+                self.stats.ip_handovers += len(ips)
         except StoreUnavailableError:
             self.stats.store_errors += 1      # still ours in the store: it lapses, or is asked for again
         finally:

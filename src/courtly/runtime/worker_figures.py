@@ -3,8 +3,9 @@
 What it owns: `worker_figures(worker)`, the part of a status snapshot only a
 worker has: the partitions it holds (`worker_partitions_held`) and its
 counters under ``worker``: URLs claimed, batches written and refused
-(stale epoch), URLs dropped with a lost partition, store errors, and the
-shared exact-duplicate lookups (runtime/shared_defence.py). The engine's
+(stale epoch), URLs dropped with a lost partition, store errors, the
+shared exact-duplicate lookups (runtime/shared_defence.py) and the IP
+leases (runtime/ip_leases.py: taken, refused, handed over; held now). The engine's
 own figures (fetches, decisions, latency...) come from `CrawlObserver`
 (runtime/observe.py) as on one machine; runtime/cluster.py hands this
 function to it as `extra`. `courtly status --db` sums the same counters
@@ -30,6 +31,9 @@ COUNTERS = {
     "payload_lookups": "payload digests looked up in the shared store",
     "payload_lookup_rounds": "statements those lookups took",
     "payload_revisits": "payloads stored first elsewhere (written here as revisits)",
+    "ip_leases": "IP leases taken (an IP's per-IP limits held by this worker)",
+    "ip_waits": "asks for an IP's lease refused (another worker held it)",
+    "ip_handovers": "IP leases given back because another worker wanted them",
 }
 
 
@@ -42,7 +46,9 @@ def worker_figures(worker) -> dict:
             "claimed": s.claimed, "batches": s.batches, "stale_batches": s.stale_batches,
             "dropped_urls": s.dropped_urls, "store_errors": s.store_errors,
             "payload_lookups": p.asked, "payload_lookup_rounds": p.rounds, "payload_revisits": p.found,
+            "ip_leases": s.ip_leases, "ip_waits": s.ip_waits, "ip_handovers": s.ip_handovers,
         },
+        "worker_ip_leases_held": len(worker.slots.held()),
     }
 
 

@@ -157,10 +157,17 @@ METRICS: tuple[MetricDef, ...] = (
        "worker.store_errors"),
     _m("worker_payload_lookups_total", "counter", "Payload digests looked up in the shared store (misses of "
        "this worker's exact-duplicate index).", (), "worker.payload_lookups"),
-    _m("worker_payload_lookup_rounds_total", "counter", "Statements those lookups took (batched per event-loop "
-       "turn).", (), "worker.payload_lookup_rounds"),
+    _m("worker_payload_lookup_rounds_total", "counter", "Statements those lookups took (the digests of pages "
+       "finishing within 20 ms share one).", (), "worker.payload_lookup_rounds"),
     _m("worker_payload_revisits_total", "counter", "Payloads another worker stored first, written here as "
        "revisit records.", (), "worker.payload_revisits"),
+    _m("worker_ip_leases_held", "gauge", "IPs whose lease this worker holds now (it applies their per-IP "
+       "limits; absent on a single machine).", (), "worker_ip_leases_held"),
+    _m("worker_ip_leases_total", "counter", "IP leases this worker took.", (), "worker.ip_leases"),
+    _m("worker_ip_waits_total", "counter", "Asks for an IP's lease refused: another worker held it (or it was "
+       "just given back).", (), "worker.ip_waits"),
+    _m("worker_ip_handovers_total", "counter", "IP leases this worker gave back because another worker wanted "
+       "them.", (), "worker.ip_handovers"),
     # rendering ([render]; absent when it is off)
     _m("renders_total", "counter", "Renders of script shells, by outcome.", ("outcome",), "render.outcomes"),
     _m("render_seconds", "histogram", "Time a render took, subrequests included.", (), "render.render_s"),
