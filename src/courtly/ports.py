@@ -498,16 +498,24 @@ class InboxStore(Protocol):
 
 
 class IpLeaseStore(Protocol):
-    """Which worker holds each IP's per-IP limits (runtime/ip_leases.IpLeases)."""
+    """Which worker holds each IP's per-IP limits, or the slots of a shared IP
+    (runtime/ip_leases.IpLeases)."""
 
     async def ip_lease(self, ip: str, owner: str, lease_s: float, hold_s: float,
-                       now: float | None = None) -> tuple[bool, float]: ...
+                       now: float | None = None) -> tuple[str, float]: ...
 
     async def ip_leases_renew(self, owner: str, ips: Sequence[str], lease_s: float,
                               now: float | None = None) -> set[str]: ...
 
-    async def ip_leases_give(self, owner: str, ips: Sequence[str], span_s: float,
+    async def ip_leases_wanted(self, owner: str) -> set[str]: ...
+
+    async def ip_leases_give(self, owner: str, ips: Sequence[str], span_s: float, shared_s: float = 0.0,
                              now: float | None = None) -> None: ...
+
+    async def ip_slot(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
+                      hold_s: float, shared_s: float, margin_s: float = 0.01) -> float | None: ...
+
+    async def ip_release(self, ip: str, now: float | None = None) -> None: ...
 
 
 class SharedHostState(Protocol):

@@ -54,7 +54,7 @@ def test_a_workers_metrics_carry_the_partitions_it_holds_and_its_counters():
         w.own.views[p] = PartitionView.granted(p, 3, T0, w.own.terms)
     w.wstats.batches, w.wstats.stale_batches, w.wstats.claimed = 7, 1, 40
     w.payloads.stats.asked, w.payloads.stats.rounds, w.payloads.stats.found = 12, 4, 2
-    w.wstats.ip_leases, w.wstats.ip_waits, w.wstats.ip_handovers = 9, 5, 3
+    w.wstats.ip_leases, w.wstats.ip_waits, w.wstats.ip_handovers, w.wstats.ip_slots = 9, 5, 3, 11
     w.slots._until.update({"192.0.2.1": T0 + 10, "192.0.2.2": T0 + 10})    # two leases held
     text = asyncio.run(asyncio.wait_for(_scrape(w), 60))
     values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
@@ -67,7 +67,7 @@ def test_a_workers_metrics_carry_the_partitions_it_holds_and_its_counters():
     assert values["courtly_worker_payload_revisits_total"] == 2
     assert values["courtly_worker_ip_leases_held"] == 2
     assert (values["courtly_worker_ip_leases_total"], values["courtly_worker_ip_waits_total"],
-            values["courtly_worker_ip_handovers_total"]) == (9, 5, 3)
+            values["courtly_worker_ip_handovers_total"], values["courtly_worker_ip_slots_total"]) == (9, 5, 3, 11)
     assert values["courtly_errors_total"] == 0        # the engine's own figures are there too
     if shutil.which("promtool"):
         res = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True,

@@ -158,20 +158,27 @@ def test_owner_claims_new_rows_of_its_partitions_only_and_takeover_loses_nothing
 # ---- per-IP leases ------------------------------------------------------------------------------
 
 async def _lease_scenario(store) -> list:
-    """One story of two workers and an IP, on the caller's clock; every answer."""
-    ip, t, lease, hold, span = "192.0.2.1", 1000.0, 10.0, 5.0, 1.01
+    """One story of workers and IPs, on the caller's clock; every answer."""
+    ip, t, lease, hold, span, shared = "192.0.2.1", 1000.0, 10.0, 5.0, 1.01, 12.0
     out: list = []
-    out.append(await store.ip_lease(ip, "a", lease, hold, now=t))              # free: a holds it
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t))              # free: a holds it whole
     out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 0.5))        # a again: renewed
     out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 1.0))        # held: b waits, marks it wanted
+    out.append(await store.ip_slot(ip, t + 1.1, 2, 2.0, hold_s=hold, shared_s=shared))   # no slot while held
     out.append(sorted(await store.ip_leases_renew("a", [ip], lease, now=t + 3.0)))   # wanted: not renewed
-    await store.ip_leases_give("b", [ip], span, now=t + 3.5)                   # not b's: nothing happens
+    await store.ip_leases_give("b", [ip], span, shared, now=t + 3.5)          # not b's: nothing happens
     out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 3.6))
-    await store.ip_leases_give("a", [ip], span, now=t + 4.0)                   # a's last request ended
+    await store.ip_leases_give("a", [ip], span, shared, now=t + 4.0)          # a's last request ended: shared
     out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 4.5))        # one rate window first
-    out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 5.02))       # b holds it
-    out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 6.0))        # a wants it back
-    out.append(sorted(await store.ip_leases_renew("b", [ip], lease, now=t + 7.0)))
+    out.append(await store.ip_slot(ip, t + 4.6, 2, 2.0, hold_s=hold, shared_s=shared))
+    out.append(await store.ip_lease(ip, "b", lease, hold, now=t + 5.02))       # shared now
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 5.1))
+    for dt in (5.1, 5.2, 5.3):                                                 # two in flight at most
+        out.append(await store.ip_slot(ip, t + dt, 2, 2.0, hold_s=hold, shared_s=shared))
+    await store.ip_release(ip, now=t + 5.4)
+    out.append(await store.ip_slot(ip, t + 5.5, 2, 2.0, hold_s=hold, shared_s=shared))   # hinges on 5.1's
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 5.2 + shared - 0.01))  # still shared
+    out.append(await store.ip_lease(ip, "a", lease, hold, now=t + 5.2 + shared + 0.01))  # unused since: whole
     # a holder that stops renewing lapses hold_s after its term
     ip2 = "192.0.2.2"
     out.append(await store.ip_lease(ip2, "c", lease, hold, now=t))
@@ -203,9 +210,14 @@ def test_ip_leases_follow_the_in_memory_rules_answer_for_answer(postgres):
 
     got, model = run(body())
     assert rounded(got) == rounded(model)
-    assert got[0] == (True, 10.0) and got[2] == (False, pytest.approx(14.5)) and got[3] == []
-    assert got[5] == (False, pytest.approx(0.51)) and got[6] == (True, 10.0) and got[8] == []
-    assert got[-3][0] is False and got[-2] == (True, 10.0) and got[-1] == []
+    assert got[:3] == [("held", 10.0), ("held", 10.0), ("wait", pytest.approx(14.5))]
+    assert got[3] == pytest.approx(14.4) and got[4] == [] and got[5][0] == "wait"
+    assert got[6] == ("wait", pytest.approx(0.51)) and got[7] == pytest.approx(0.41)
+    assert got[8][0] == "shared" and got[9][0] == "shared"
+    assert got[10] is None and got[11] is None and got[12] == 0.05          # 2 in flight; then busy
+    assert got[13] == 0.05          # the window's oldest start is a request still in flight
+    assert got[14][0] == "shared" and got[15] == ("held", 10.0)
+    assert got[-3][0] == "wait" and got[-2] == ("held", 10.0) and got[-1] == []
 
 
 def test_ip_lease_asks_of_one_loop_turn_go_as_one_statement_with_the_sequential_answers(postgres):
@@ -217,7 +229,7 @@ def test_ip_lease_asks_of_one_loop_turn_go_as_one_statement_with_the_sequential_
         got = await asyncio.gather(s.ip_lease("192.0.2.10", "x", 10.0, 5.0), s.ip_lease("192.0.2.10", "y", 10.0, 5.0),
                                    s.ip_lease("192.0.2.9", "y", 10.0, 5.0))
         assert s.statements == before + 1
-        assert [g[0] for g in got] == [True, False, True]
+        assert [g[0] for g in got] == ["held", "wait", "held"]
         assert 14.0 < got[1][1] <= 15.0
         await s.ip_leases_give("x", ["192.0.2.10"], 1.0)
         await s.ip_leases_give("y", ["192.0.2.9"], 1.0)
@@ -239,8 +251,8 @@ def test_ip_leases_keep_one_holder_across_two_workers_under_contention(postgres)
 
     async def worker(store: PostgresStore, name: str, turns: int) -> None:
         while turns:
-            granted, wait = await store.ip_lease(ip, name, 5.0, 5.0)
-            if not granted:
+            answer, wait = await store.ip_lease(ip, name, 5.0, 5.0)
+            if answer != "held":
                 await asyncio.sleep(min(wait, 0.02))
                 continue
             start = time.monotonic()

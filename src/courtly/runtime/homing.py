@@ -17,7 +17,7 @@ network policy, resolver and fetcher as a worker's. It is polite like any
 request: one probe in flight per key from all regions, the key's delay
 apart (`probe_gap_s`: the crawler's delay rule; the key's probe slot in
 `homes`, database clock), and the per-IP
-limits shared with the workers (it holds the IP's lease for the probe, `ip_lease`). A key whose partition a
+limits shared with the workers (the IP's lease for the probe, or a slot if it is shared: runtime/ip_leases). A key whose partition a
 worker holds is not probed (its owner's politeness state does not know the
 probe) and not moved: probe before the region's workers start, or while its
 partitions are free. Then every key with `samples` probes from each region
@@ -139,18 +139,31 @@ async def _probe_once(cfg: Config, store, resolver, fetcher, clock, key: str, ur
     span_s = (1.0 if rate >= 1 else 1.0 / rate) + 0.01
     hold_s = cfg.fetch.total_s + span_s + 1.0
     holder = f"probe/{cfg.distributed.region}/{uuid.uuid4().hex[:8]}"
-    for _ in range(SLOT_WAITS_MAX):           # the IP's lease, shared with the workers (runtime/ip_leases)
-        granted, wait = await store.ip_lease(ip, holder, hold_s, hold_s)
-        if granted:
-            break
+    slot = False
+    for _ in range(SLOT_WAITS_MAX):     # the IP whole, or a slot if shared (runtime/ip_leases)
+        if slot:
+            wait = await store.ip_slot(ip, None, pol.ip_concurrency, rate, hold_s=hold_s,
+                                       shared_s=max(cfg.distributed.ip_lease_s, hold_s + span_s))
+            if wait is None:
+                break
+        else:
+            answer, wait = await store.ip_lease(ip, holder, hold_s, hold_s)
+            if answer == "held":
+                break
+            slot = answer == "shared"
+            if slot:
+                continue
         await clock.sleep(min(wait, 1.0))
     else:
-        raise TimeoutError(f"no lease of {ip} in {SLOT_WAITS_MAX} waits")
+        raise TimeoutError(f"no lease or slot of {ip} in {SLOT_WAITS_MAX} waits")
     started = clock.now()
     try:
         result = await fetcher.fetch(robots, ip=ip)
     finally:
-        await store.ip_leases_give(holder, [ip], span_s)
+        if slot:
+            await store.ip_release(ip, None)
+        else:
+            await store.ip_leases_give(holder, [ip], span_s)
     rtt = clock.now() - started
     answered = result.status != 0
     p = Probe(cfg.distributed.region, rtt if answered else None, result.status,

@@ -40,7 +40,8 @@ class WorkerStats:
     store_errors: int = 0
     ip_waits: int = 0           # asks for an IP's lease refused (held elsewhere, just given back, yielded)
     ip_leases: int = 0          # IP leases taken (runtime/ip_leases)
-    ip_handovers: int = 0       # IP leases given back because another worker wanted them
+    ip_handovers: int = 0       # IP leases given back because another worker wanted them (shared from then)
+    ip_slots: int = 0           # requests sent with a slot of a shared IP
     readopted: int = 0          # partitions adopted again by the safety net (see Worker._sweep)
     not_sent: int = 0           # requests the last-moment gate stopped
     refused_claims: int = 0     # claimed URLs the owner's trap guard or budget refused (each with a decision)

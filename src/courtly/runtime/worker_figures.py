@@ -33,7 +33,8 @@ COUNTERS = {
     "payload_revisits": "payloads stored first elsewhere (written here as revisits)",
     "ip_leases": "IP leases taken (an IP's per-IP limits held by this worker)",
     "ip_waits": "asks for an IP's lease refused (another worker held it)",
-    "ip_handovers": "IP leases given back because another worker wanted them",
+    "ip_handovers": "IP leases given back because another worker wanted them (shared from then)",
+    "ip_slots": "requests sent with a slot of a shared IP (two statements each)",
 }
 
 
@@ -47,6 +48,7 @@ def worker_figures(worker) -> dict:
             "dropped_urls": s.dropped_urls, "store_errors": s.store_errors,
             "payload_lookups": p.asked, "payload_lookup_rounds": p.rounds, "payload_revisits": p.found,
             "ip_leases": s.ip_leases, "ip_waits": s.ip_waits, "ip_handovers": s.ip_handovers,
+            "ip_slots": s.ip_slots,
         },
         "worker_ip_leases_held": len(worker.slots.held()),
     }

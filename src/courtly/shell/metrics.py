@@ -167,7 +167,9 @@ METRICS: tuple[MetricDef, ...] = (
     _m("worker_ip_waits_total", "counter", "Asks for an IP's lease refused: another worker held it (or it was "
        "just given back).", (), "worker.ip_waits"),
     _m("worker_ip_handovers_total", "counter", "IP leases this worker gave back because another worker wanted "
-       "them.", (), "worker.ip_handovers"),
+       "them (shared from then).", (), "worker.ip_handovers"),
+    _m("worker_ip_slots_total", "counter", "Requests this worker sent with a slot of a shared IP (two "
+       "statements each).", (), "worker.ip_slots"),
     # rendering ([render]; absent when it is off)
     _m("renders_total", "counter", "Renders of script shells, by outcome.", ("outcome",), "render.outcomes"),
     _m("render_seconds", "histogram", "Time a render took, subrequests included.", (), "render.render_s"),

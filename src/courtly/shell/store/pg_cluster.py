@@ -15,7 +15,7 @@ import asyncpg
 
 from courtly.core.lease import LeaseRecord
 from courtly.ports import ClaimedRow
-from courtly.shell.store.pg_coalesce import LEASE_SQL, Coalescer
+from courtly.shell.store.pg_coalesce import LEASE_SQL, RELEASE_SQL, SLOT_SQL, Coalescer
 from courtly.shell.store.pg_schema import NOW_SQL as _NOW
 from courtly.shell.store.sqlite import StoreError
 
@@ -33,6 +33,10 @@ class ClusterMixin:
     region: str
     _shared_acquired: Callable[[], None]   # pg_shared: partitions were granted
     _ip_leases: Coalescer
+    _ip_slots: Coalescer
+    _ip_releases: Coalescer
+    _ip_tokens: dict[str, list[float]]
+    ip_busy_wait_s: float
     # ---- workers and leases (database clock) --------------------------------------------------
 
     async def register(self, worker_id: str) -> float:
@@ -175,16 +179,18 @@ class ClusterMixin:
     # ---- per-IP leases across workers ----------------------------------------------------------
 
     async def ip_lease(self, ip: str, owner: str, lease_s: float, hold_s: float,
-                       now: float | None = None) -> tuple[bool, float]:
-        """Ask to hold `ip` (its per-IP limits are then `owner`'s to apply):
-        (True, seconds the lease lasts from the statement) or (False, seconds
-        before it can be free at the latest; the holder gives it back at its
-        next renewal, having been told it is wanted). A holder that stopped
-        renewing lapses `hold_s` after its term (its last requests are over).
-        `now` is a caller's clock for tests; None: the database's. Requests
-        made together go as one statement (pg_coalesce)."""
-        granted, wait_s, left_s = await self._ip_leases.submit((ip, owner, now, lease_s, hold_s))
-        return (True, float(left_s)) if granted else (False, float(wait_s))
+                       now: float | None = None) -> tuple[str, float]:
+        """Ask to hold `ip` whole (its per-IP limits are then `owner`'s to
+        apply): ('held', seconds the lease lasts from the statement);
+        ('shared', seconds it stays shared at least: take a slot per request,
+        `ip_slot`); or ('wait', seconds before it can be free at the latest:
+        its holder, told it is wanted, gives it back at its next renewal, and
+        it is shared from then on). A holder that stopped renewing lapses
+        `hold_s` after its term. `now` is a caller's clock for tests; None:
+        the database's. Requests made together go as one statement
+        (pg_coalesce)."""
+        answer, s = await self._ip_leases.submit((ip, owner, now, lease_s, hold_s))
+        return str(answer), float(s)
 
     async def ip_leases_renew(self, owner: str, ips: Sequence[str], lease_s: float,
                               now: float | None = None) -> set[str]:
@@ -200,27 +206,74 @@ class ClusterMixin:
               FROM mine WHERE l.ip = mine.ip RETURNING l.ip""", [(sorted(set(ips)), owner, lease_s, now)])
         return {r[0] for r in rows}
 
-    async def ip_leases_give(self, owner: str, ips: Sequence[str], span_s: float,
+    async def ip_leases_wanted(self, owner: str) -> set[str]:
+        """The IPs `owner` holds whole that another worker asked for (index
+        `ip_leases_wanted`: the cost follows the IPs wanted, not those held)."""
+        rows = await self._one("fetch", "SELECT ip FROM ip_leases WHERE owner = $1 AND wanted", owner)
+        return {r[0] for r in rows}
+
+    async def ip_leases_give(self, owner: str, ips: Sequence[str], span_s: float, shared_s: float = 0.0,
                              now: float | None = None) -> None:
         """Give back `owner`'s leases of `ips`, whose requests are all over:
-        free `span_s` from now (one rate window: the next holder's first
-        request cannot crowd the server's window with the last of these)."""
+        free `span_s` from now (one rate window: the next requests cannot
+        crowd the server's window with the last of these), and shared for
+        `shared_s` (given to a worker that wanted them: every worker that
+        wants them takes slots from then on)."""
         if not ips:
             return
         await self._ip_statement("execute", f"""
             WITH mine AS (SELECT ip FROM ip_leases WHERE ip = ANY($1::text[]) AND owner = $2
                            ORDER BY ip FOR UPDATE)
-            UPDATE ip_leases l SET owner = NULL, wanted = false, free_at = coalesce($4, {_NOW}) + $3,
-                   updated_at = coalesce($4, {_NOW})
-              FROM mine WHERE l.ip = mine.ip""", [(sorted(set(ips)), owner, span_s, now)])
+            UPDATE ip_leases l SET owner = NULL, wanted = false, free_at = coalesce($5, {_NOW}) + $3,
+                   shared_until = greatest(shared_until, coalesce($5, {_NOW}) + $4),
+                   updated_at = coalesce($5, {_NOW})
+              FROM mine WHERE l.ip = mine.ip""", [(sorted(set(ips)), owner, span_s, shared_s, now)])
 
-    def _ip_coalescer(self) -> Coalescer:
-        """The batcher of `ip_lease` (shell/store/pg_coalesce.py)."""
-        return Coalescer(self._send_ip_leases)
+    async def ip_slot(self, ip: str, now: float | None, concurrency_max: int, rate_per_s: float, *,
+                      hold_s: float, shared_s: float, margin_s: float = 0.01) -> float | None:
+        """A request slot on a shared `ip` (`ip_lease` answered 'shared'): None
+        when granted (call `ip_release` when the request is over), else
+        seconds to wait before asking again. The window rule is the single
+        machine's (core/politeness), cluster-wide in `ip_limits`; a slot not
+        released within `hold_s` lapses (dead worker); every slot keeps the
+        IP shared `shared_s` longer. An IP held whole by a worker gives no
+        slot (it is marked wanted)."""
+        window = int(rate_per_s) if rate_per_s >= 1 else 1
+        span = (1.0 if rate_per_s >= 1 else 1.0 / rate_per_s) + margin_s
+        granted, wait_s, token = await self._ip_slots.submit(
+            (ip, now, concurrency_max, window, span, hold_s, shared_s))
+        if granted:
+            self._ip_tokens.setdefault(ip, []).append(token)
+            return None
+        return wait_s if wait_s is not None else self.ip_busy_wait_s
+
+    async def ip_release(self, ip: str, now: float | None = None) -> None:
+        """Give back one slot this store granted on `ip` (with the releases made
+        together, one statement: pg_coalesce); the window counts the request
+        from `now`, its completion (None: the database's clock)."""
+        tokens = self._ip_tokens.get(ip)
+        if not tokens:
+            return
+        token = tokens.pop()
+        if not tokens:
+            del self._ip_tokens[ip]
+        await self._ip_releases.submit((ip, token, now))
+
+    def _ip_coalescers(self) -> tuple[Coalescer, Coalescer, Coalescer]:
+        """The batchers of `ip_lease`, `ip_slot` and `ip_release` (shell/store/pg_coalesce.py)."""
+        return Coalescer(self._send_ip_leases), Coalescer(self._send_ip_slots), Coalescer(self._send_ip_releases)
 
     async def _send_ip_leases(self, rows: list[tuple]) -> list[tuple]:
         got = await self._ip_statement("fetch", LEASE_SQL, rows, columns=True)
         return [tuple(r) for r in got]
+
+    async def _send_ip_slots(self, rows: list[tuple]) -> list[tuple]:
+        got = await self._ip_statement("fetch", SLOT_SQL, rows, columns=True)
+        return [tuple(r) for r in got]
+
+    async def _send_ip_releases(self, rows: list[tuple]) -> list[None]:
+        await self._ip_statement("fetchval", RELEASE_SQL, rows, columns=True)
+        return [None] * len(rows)
 
     async def _ip_statement(self, method: str, sql: str, rows: list[tuple], *, columns: bool = False):
         """One statement, retried on a deadlock: `rows` as its arguments'
@@ -285,6 +338,7 @@ class ClusterMixin:
         async with self._conn() as conn:
             for sql in ("DELETE FROM applied_batches WHERE at < {now} - $1",
                         "DELETE FROM workers WHERE heartbeat_at < {now} - $1",
+                        "DELETE FROM ip_limits WHERE updated_at < {now} - $1 AND cardinality(flights) = 0",
                         "DELETE FROM ip_leases WHERE updated_at < {now} - $1 AND owner IS NULL"):
                 self.statements += 1
                 await conn.execute(sql.format(now=_NOW), older_than_s)

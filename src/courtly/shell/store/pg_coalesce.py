@@ -1,10 +1,11 @@
 """Per-IP lease requests of one PostgresStore, sent together: one statement in flight.
 
-What it owns: the round trips of `ip_lease`. A worker asks for an IP's lease
-when it first sends to it (and again after giving it back); at the start of a
-crawl, or when many hosts come in at once, many IPs are asked for in the same
-moment, and sent one by one they would cost a pooled connection, a statement
-and an answer each.
+What it owns: the round trips of `ip_lease`, `ip_slot` and `ip_release`. A
+worker asks for an IP's lease when it first sends to it (at the start of a
+crawl, or when many hosts come in at once, many IPs in the same moment);
+an IP several workers share costs a slot and a release per request. Sent
+one by one they would cost a pooled connection, a statement and an answer
+each.
 
 How it works: the first request of an event-loop turn schedules a flush
 for the end of the turn (`call_soon`); every request made before it runs
@@ -32,12 +33,19 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["Coalescer", "LEASE_SQL"]
+__all__ = ["Coalescer", "LEASE_SQL", "SLOT_SQL", "RELEASE_SQL"]
 
 LEASE_SQL = (
-    "SELECT r.granted, r.wait_s, r.left_s FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[],"
+    "SELECT r.answer, r.wait_s FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[],"
     " $5::float8[]) WITH ORDINALITY AS t(ip, owner, now, lease, hold, n),"
     " LATERAL courtly_ip_lease(t.ip, t.owner, t.now, t.lease, t.hold) AS r ORDER BY t.n")
+SLOT_SQL = (
+    "SELECT r.granted, r.wait_s, r.token FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[],"
+    " $5::float8[], $6::float8[], $7::float8[]) WITH ORDINALITY AS t(ip, now, conc, win, span, hold, shared, n),"
+    " LATERAL courtly_ip_slot(t.ip, t.now, t.conc, t.win, t.span, t.hold, t.shared) AS r ORDER BY t.n")
+RELEASE_SQL = (
+    "SELECT count(courtly_ip_release(t.ip, t.token, t.now)) FROM unnest($1::text[], $2::float8[],"
+    " $3::float8[]) WITH ORDINALITY AS t(ip, token, now, n)")
 
 
 class Coalescer:

@@ -38,12 +38,14 @@ Versions:
      takes the default, true: the owner's trap guard judged it before, so a
      claim does not count it again (runtime/admission `judge_claimed`).
      Additive only (IF NOT EXISTS): renumbering is safe.
-  8. per-IP leases (shell/store/pg_cluster.py, runtime/ip_leases.py): one
-     worker at a time holds an IP (`ip_leases`: owner, `until` on the
-     database clock, `free_at` after a give-back, `wanted` when another
-     worker asked) and applies the per-IP limits itself, as one machine
-     does; `courtly_ip_lease` grants it. Replaces the slot per request of
-     versions 1-2: `ip_limits` and its two functions are dropped.
+  8. per-IP leases (shell/store/pg_cluster.py, runtime/ip_leases.py): an
+     IP one worker uses is held whole by it (`ip_leases`: owner, `until` on
+     the database clock, `free_at` after a give-back, `wanted` when another
+     worker asked), which applies the per-IP limits itself, as one machine
+     does; an IP several workers want is shared (`shared_until`) through
+     the per-request slots of versions 1-2. `courtly_ip_lease` answers
+     held / shared / wait; `courtly_ip_slot` takes a slot of a shared IP.
+     Additive only: renumbering is safe.
 """
 
 from __future__ import annotations
@@ -271,46 +273,79 @@ ALTER TABLE changes ALTER COLUMN event TYPE json USING event::json;
 # the owner's trap guard judged an inbox row's URL already (runtime/admission.judge_claimed)
 _V_JUDGED = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS judged boolean NOT NULL DEFAULT true;\n"
 
-# one holder per IP at a time: the per-IP limits are then the holder's own (runtime/ip_leases.py)
+# an IP one worker uses is held whole (its per-IP limits are then the holder's own); an IP
+# several workers want is shared through the per-request slots of versions 1-2 (runtime/ip_leases.py)
 _V_IP_LEASES = f"""
-DROP FUNCTION IF EXISTS courtly_ip_acquire(text, double precision, integer, integer, double precision,
-                                           double precision);
-DROP FUNCTION IF EXISTS courtly_ip_release(text, double precision, double precision);
-DROP TABLE IF EXISTS ip_limits;
 CREATE TABLE ip_leases (
     ip text PRIMARY KEY,
-    owner text,                                       -- NULL: nobody holds it
+    owner text,                                       -- NULL: nobody holds it whole
     until double precision NOT NULL DEFAULT 0,        -- the holder starts no request after this
     free_at double precision NOT NULL DEFAULT 0,      -- given back: its last requests left the rate window
     wanted boolean NOT NULL DEFAULT false,            -- another worker asked while it was held
+    shared_until double precision NOT NULL DEFAULT 0, -- shared: requests take slots (ip_limits) until then
     updated_at double precision NOT NULL);
+CREATE INDEX ip_leases_wanted ON ip_leases (owner) WHERE wanted;   -- a holder's poll: which of mine are wanted
 CREATE FUNCTION courtly_ip_lease(p_ip text, p_owner text, p_now double precision, p_lease_s double precision,
-        p_hold_s double precision, OUT granted boolean, OUT wait_s double precision, OUT left_s double precision)
+        p_hold_s double precision, OUT answer text, OUT wait_s double precision)
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
 BEGIN
     p_now := coalesce(p_now, {_NOW});
     INSERT INTO ip_leases (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
-    SELECT owner, until, free_at, wanted INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
-    granted := false;
+    SELECT owner, until, free_at, wanted, shared_until INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
     IF r.owner IS NOT NULL AND r.owner <> p_owner AND r.until + p_hold_s > p_now THEN
         -- held elsewhere (a holder that died lapses hold_s after its term: its last requests are over)
         IF NOT r.wanted THEN
             UPDATE ip_leases SET wanted = true WHERE ip = p_ip;
         END IF;
+        answer := 'wait';
         wait_s := r.until + p_hold_s - p_now;
         RETURN;
     END IF;
-    IF r.owner IS NULL AND r.free_at > p_now THEN     -- given back a moment ago
+    IF (r.owner IS NULL OR r.owner <> p_owner) AND r.free_at > p_now THEN   -- given back a moment ago
+        answer := 'wait';
         wait_s := r.free_at - p_now;
+        RETURN;
+    END IF;
+    IF (r.owner IS NULL OR r.owner <> p_owner) AND r.shared_until > p_now THEN
+        answer := 'shared';                           -- a slot per request (courtly_ip_slot)
+        wait_s := r.shared_until - p_now;
         RETURN;
     END IF;
     UPDATE ip_leases SET owner = p_owner, until = p_now + p_lease_s, updated_at = p_now,
            wanted = (r.owner IS NOT DISTINCT FROM p_owner) AND r.wanted
      WHERE ip = p_ip;
-    granted := true;
-    left_s := p_lease_s;
+    answer := 'held';
+    wait_s := p_lease_s;
+END $$;
+CREATE FUNCTION courtly_ip_slot(p_ip text, p_now double precision, p_conc integer, p_window integer,
+        p_span double precision, p_hold_s double precision, p_shared_s double precision,
+        OUT granted boolean, OUT wait_s double precision, OUT token double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    p_now := coalesce(p_now, {_NOW});
+    INSERT INTO ip_leases (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
+    SELECT owner, until, free_at INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
+    granted := false;
+    IF r.owner IS NOT NULL AND r.until + p_hold_s > p_now THEN   -- held whole: its holder gives it back
+        UPDATE ip_leases SET wanted = true WHERE ip = p_ip;
+        wait_s := r.until + p_hold_s - p_now;
+        RETURN;
+    END IF;
+    IF r.free_at > p_now THEN
+        wait_s := r.free_at - p_now;
+        RETURN;
+    END IF;
+    SELECT a.granted, a.wait_s, a.token INTO granted, wait_s, token
+      FROM courtly_ip_acquire(p_ip, p_now, p_conc, p_window, p_span, p_hold_s) AS a;
+    IF granted THEN     -- shared while slots are taken: held whole again only once they are all over
+        UPDATE ip_leases SET owner = NULL, wanted = false, updated_at = p_now,
+               shared_until = greatest(shared_until, p_now + p_shared_s)
+         WHERE ip = p_ip;
+    END IF;
 END $$;
 """
 

@@ -4,7 +4,8 @@ What it owns: the same data as SqliteStore (urls, fetches, hosts, robots,
 dead_letters, flags, digests, simhashes, histories, meta), plus what many
 workers share: `workers` (heartbeats), `partitions` (owner, fencing epoch,
 lease_until), `inbox` (new queued URLs per partition, not yet claimed by its
-owner), `ip_leases` (which worker holds each IP's per-IP limits) and
+owner), `ip_leases` (which worker holds each IP's per-IP limits whole, or
+that it is shared), `ip_limits` (a shared IP's slots and recent starts) and
 `applied_batches` (batch ids, so a retried commit is applied once). Takedowns,
 complaints, the shared duplicate lookup and the trap guard's and soft-404
 book's rows per key: shell/store/pg_shared.py. The reads: pg_reads.py.
@@ -36,16 +37,20 @@ How it works
   inbox from its queued URLs in one snapshot; `claim_new(epochs, limit)` then
   deletes and returns up to `limit` inbox rows of the held partitions (index on
   inbox.partition; no scan of urls), fenced like a write.
-* Per-IP limits across workers: one worker at a time holds an IP
-  (`ip_lease`, one call of a PL/pgSQL function that locks the IP's row) and
-  applies the per-IP limits itself, as one machine does (runtime/ip_leases).
-  A worker asking for an IP held elsewhere marks it wanted; the holder gives
-  it back at its next renewal, once its requests there are over, and it is
-  free one rate window later. A holder that stops renewing lapses
-  `hold_s` after its term. The lease requests of one event-loop turn go as
-  one statement (pg_coalesce.py); renewals and give-backs are one statement
-  for all of a worker's IPs. So a page costs no per-IP statement: an IP
-  costs a few per lease term while it is used.
+* Per-IP limits across workers (runtime/ip_leases.py): an IP one worker
+  uses is held whole by it (`ip_lease`, one call of a PL/pgSQL function
+  that locks the IP's row), which applies the per-IP limits itself, as one
+  machine does: no statement per request. A worker asking for an IP held
+  elsewhere marks it wanted; the holder gives it back at its next renewal,
+  once its requests there are over, and the IP is then *shared*: free one
+  rate window later, every request of every worker takes a slot
+  (`ip_slot`: the window rule of core/politeness.py over `ip_limits`, on the
+  database clock) and gives it back (`ip_release`), until no slot was taken
+  for a lease term. A holder that stops renewing lapses `hold_s` after its
+  term. Lease asks, slots and releases made in one event-loop turn go as
+  one statement of each kind (pg_coalesce.py); renewals and give-backs are
+  one statement for all of a worker's IPs. `ip_limits` is UNLOGGED (a
+  database *crash* empties it, which only forgets requests in flight).
 * Statement economy. Every write of a batch is one multi-row statement over
   `unnest(...)` arrays (or COPY for large append-only sets), never one per URL:
   a batch costs at most 18 statements whatever its size (more only when one
@@ -202,7 +207,9 @@ class PostgresStore(ClusterMixin, SharedMixin, RegionMixin, ReadsMixin):
         self.partitions = partitions
         self.statements = 0
         self.acquire_timeout_s = 30.0   # waiting for a pooled connection longer is "unavailable"
-        self._ip_leases = self._ip_coalescer()   # one statement a loop turn
+        self.ip_busy_wait_s = 0.05      # retry hint when a shared IP's slots are all in flight
+        self._ip_tokens: dict[str, list[float]] = {}
+        self._ip_leases, self._ip_slots, self._ip_releases = self._ip_coalescers()   # one statement a turn
         self.key_mode = "domain"        # the crawl's politeness_key (meta), for rows kept by host
         self._shared_cache: dict[tuple[str, str], object] = {}   # pg_shared: rows as last written
         self.storage: dict[str, str] = {}          # region -> WARC storage URL (pg_region)
