@@ -329,3 +329,24 @@ def test_robots_book_invariants_hold_for_any_sequence(ops: list[tuple[float, str
             copy = RobotsBook(cache_s=20_000.0, fetch_timeout_s=500.0)
             copy.restore(O, snap)
             assert copy.lookup(O, now) == view
+
+
+def test_an_abandoned_fetch_leaves_the_origin_as_it_was_so_the_next_lookup_fetches_again() -> None:
+    """A fetch that ends with no answer (the lease lost, the crawl stopping)
+    must not stay FETCHING: its URLs would wait `fetch_timeout_s` and then be
+    refused as robots-unreachable although nothing was asked of the server."""
+    first = _book_in(Phase.FETCHING)                    # a first fetch, abandoned
+    first.fetch_abandoned(O)
+    assert first.phase(O) is Phase.ABSENT and first.lookup(O, 500.0).state is RobotsState.NEED_FETCH
+    again = _book_in(Phase.FRESH)                       # a refresh of a good copy, abandoned
+    expires = again.next_due_at(O)
+    assert expires is not None
+    again.fetch_started(O, expires)
+    again.fetch_abandoned(O)
+    assert again.phase(O) is Phase.FRESH and again.lookup(O, expires).state is RobotsState.NEED_FETCH
+    again.fetch_started(O, expires + 1.0)               # a new fetch may start at once
+    assert again.phase(O) is Phase.FETCHING
+    idle = _book_in(Phase.FAILED)                       # nothing in flight: nothing changes
+    snap = idle.snapshot(O)
+    idle.fetch_abandoned(O)
+    assert idle.snapshot(O) == snap

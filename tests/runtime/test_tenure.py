@@ -137,3 +137,25 @@ def test_a_robots_redirect_into_another_workers_partition_is_answered_unsent_not
     sent = asyncio.run(c.requests.request(f"https://{ours}/robots.txt", ours, "10.0.0.1", None, {}))
     assert sent.status == 404
     assert c.fetcher.sent == [(f"https://{ours}/robots.txt", True)]
+
+
+def test_a_robots_fetch_whose_lease_was_lost_is_asked_again_not_left_in_flight(tmp_path):
+    """The partition went elsewhere while robots.txt waited for its turn: no
+    request left, so the book must not keep the fetch in flight (its URLs
+    would wait out the fetch timeout, then be refused as unreachable)."""
+    from courtly.core.robots import Phase, RobotsState
+
+    class _Resolver:
+        async def resolve(self, host):
+            return ["10.0.0.1"]
+
+    epochs = _Epochs()
+    c = Crawler(Config(), clock=ManualClock(T0), resolver=_Resolver(), fetcher=_Fetcher(),
+                warc=SimpleNamespace(flush=lambda: None), store=SqliteStore(tmp_path / "crawl.db"),
+                extractor=None, deployment=Deployment(tenancy=epochs))
+    started = c.tenancy.tenure("a.example")
+    epochs.epoch = 2                                  # lost (and taken again) meanwhile
+    got = asyncio.run(c.requests.fetch_robots("https://a.example", "a.example", None, started))
+    assert got is False and c.fetcher.sent == []
+    assert c.robots.phase("https://a.example") is Phase.ABSENT
+    assert c.robots.lookup("https://a.example", T0).state is RobotsState.NEED_FETCH

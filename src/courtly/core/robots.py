@@ -246,6 +246,21 @@ class RobotsBook:
         self._step(key, self._entry(key), classify(outcome), now, outcome)
         return self.lookup(key, now)
 
+    def fetch_abandoned(self, origin: str | Origin) -> None:
+        """The fetch in flight ended with no answer to judge (the lease was
+        lost, the crawl stops): the origin is as it was before it started, so
+        the next lookup asks for a fetch again. Left FETCHING, its URLs would
+        wait for `fetch_timeout_s` and then be refused as unreachable."""
+        key = str(origin)
+        e = self._entries.get(key)
+        if e is None or e.phase is not Phase.FETCHING:
+            return
+        if e.resting is Phase.ABSENT:
+            self.forget(key)
+        else:
+            self._entries[key] = replace(e, phase=e.resting, resting=Phase.ABSENT, started_at=None)
+            self._fresh_views.pop(key, None)
+
     def next_due_at(self, origin: str | Origin) -> float | None:
         """When the origin next needs attention (None: unknown to the book)."""
         e = self._entry(str(origin))

@@ -189,9 +189,36 @@ class LeaseRequests:
         c = self.c
         now = c.clock.now()
         c.robots.fetch_started(origin, now)
+        try:
+            outcome = await self._robots_outcome(origin, key, lease, tenure)
+        except BaseException:
+            c.robots.fetch_abandoned(origin)    # asked again by whoever serves the key next
+            raise
+        if outcome is None:             # the lease was lost or the crawl stops: no answer to judge
+            c.robots.fetch_abandoned(origin)
+            return False
+        done = c.clock.now()
+        c.robots.fetch_finished(origin, done, outcome)
+        c.batch.robots[origin] = c.robots.snapshot(origin)
+        view = c.robots.lookup(origin, done)
+        if view.rules is not None and c.profile.discovers:
+            # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops);
+            # a search crawl also tries the conventional /sitemap.xml when none is named
+            sitemaps = sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX)
+            if not sitemaps and c.profile.guesses_sitemap:
+                sitemaps = [origin + "/sitemap.xml"]
+            for sitemap in sitemaps:
+                c.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
+        return True
+
+    async def _robots_outcome(self, origin: str, key: str, lease: Lease | None,
+                              tenure: Tenure | None) -> RobotsFetched | RobotsFailed | None:
+        """robots.txt of `origin` fetched, its redirects followed: the outcome to
+        judge, or None when the lease was lost or the crawl stops."""
+        c = self.c
         url = origin + "/robots.txt"
         hops = 0
-        outcome = None
+        outcome: RobotsFetched | RobotsFailed | None = None
         while outcome is None:
             o = split_origin(url)
             hop_key = politeness_key(o.host, c.cfg.crawl.politeness_key)
@@ -208,7 +235,7 @@ class LeaseRequests:
                 outcome = RobotsFailed(RobotsFailure.NETWORK)   # may not ask: disallow all, retried later
                 break
             if result is None:
-                return False
+                return None
             c.stats.robots_fetched += 1
             c.results.archive(url, result, kind="robots", meta={"robots-origin": origin})
             if result.status == 0:
@@ -231,19 +258,7 @@ class LeaseRequests:
                 outcome = RobotsFailed(RobotsFailure.TIMEOUT if result.truncated == "time" else RobotsFailure.NETWORK)
             else:
                 outcome = RobotsFetched(result.status, result.content or b"", hops)
-        done = c.clock.now()
-        c.robots.fetch_finished(origin, done, outcome)
-        c.batch.robots[origin] = c.robots.snapshot(origin)
-        view = c.robots.lookup(origin, done)
-        if view.rules is not None and c.profile.discovers:
-            # Sitemap lines: discovery and, later, change hints (already-seen ones are no-ops);
-            # a search crawl also tries the conventional /sitemap.xml when none is named
-            sitemaps = sitemap_locations(view.rules.sitemaps, SITEMAPS_PER_ORIGIN_MAX)
-            if not sitemaps and c.profile.guesses_sitemap:
-                sitemaps = [origin + "/sitemap.xml"]
-            for sitemap in sitemaps:
-                c.admission.admit(sitemap, via=origin + "/robots.txt", band=2, depth=1, now=done)
-        return True
+        return outcome
 
 
 def path_of(url: str) -> str:
