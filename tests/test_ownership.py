@@ -83,6 +83,10 @@ class Store:
         self._up()
         self.live.discard(w)
 
+    async def leases(self) -> list[LeaseRecord]:
+        self._up()
+        return [self.recs[p] for p in sorted(self.recs)]
+
 
 class Listener:
     def __init__(self) -> None:
@@ -192,3 +196,17 @@ def test_a_refused_write_loses_the_partition_at_once():
     assert not own.may_fetch(2, 1, clock.t) and not own.may_fetch(6, 1, clock.t)
     assert own.may_fetch(1, 1, clock.t)
     assert sorted(lis.stopped) == [2, 6] and own.lost == 2
+
+
+def test_closing_releases_a_lease_the_store_holds_in_the_workers_name_that_it_never_learned_of():
+    """An acquire committed while the lease loop was being cancelled: the
+    answer was never read, so the worker does not know it holds the partition.
+    A graceful stop still gives it back (it wrote nothing under it)."""
+    clock, store, lis, own = _setup()
+    run(store.heartbeat("a"))
+    run(own._rebalance())
+    run(store.acquire_many([P - 1], "a", 10.0))         # already ours: nothing changes
+    own.views.pop(P - 1)                              # ... but say its answer was lost
+    run(own.close())
+    assert all(r.owner is None for r in store.recs.values())
+    assert store.released[-1] == {P - 1: store.recs[P - 1].epoch}

@@ -39,6 +39,7 @@ from courtly.core.types import Reason
 
 if TYPE_CHECKING:  # types only: the ports do not load the link extractor
     from courtly.core.fingerprint import FirstCapture
+    from courtly.core.lease import LeaseRecord
     from courtly.core.links import ExtractFailed, PageLinks
     from courtly.core.purge import Purge
 
@@ -483,6 +484,8 @@ class LeaseStore(Protocol):
     async def renew_many(self, worker_id: str, partition_epochs: Mapping[int, int], ttl_s: float) -> set[int]: ...
 
     async def release_many(self, worker_id: str, partition_epochs: Mapping[int, int]) -> set[int]: ...
+
+    async def leases(self) -> list[LeaseRecord]: ...
 
 
 class InboxStore(Protocol):

@@ -42,6 +42,7 @@ from courtly.core.fingerprint import warc_payload_digest
 from courtly.core.region import HomeReason, Probe, choose_home
 from courtly.core.robots_txt import parse_robots
 from courtly.core.urls import split_origin
+from courtly.runtime.ip_leases import LeaseTerms
 
 __all__ = ["RegionSetupError", "region_output", "check_region", "probe", "PROBE_CONCURRENCY"]
 
@@ -135,19 +136,17 @@ async def _probe_once(cfg: Config, store, resolver, fetcher, clock, key: str, ur
         await clock.sleep(min(wait, 1.0))
     else:
         raise TimeoutError(f"no probe slot for {key} in {SLOT_WAITS_MAX} waits")
-    rate = pol.ip_rate
-    span_s = (1.0 if rate >= 1 else 1.0 / rate) + 0.01
-    hold_s = cfg.fetch.total_s + span_s + 1.0
+    terms = LeaseTerms.of(cfg)
     holder = f"probe/{cfg.distributed.region}/{uuid.uuid4().hex[:8]}"
     slot = False
     for _ in range(SLOT_WAITS_MAX):     # the IP whole, or a slot if shared (runtime/ip_leases)
         if slot:
-            wait = await store.ip_slot(ip, None, pol.ip_concurrency, rate, hold_s=hold_s,
-                                       shared_s=max(cfg.distributed.ip_lease_s, hold_s + span_s))
+            wait = await store.ip_slot(ip, None, pol.ip_concurrency, pol.ip_rate, hold_s=terms.hold_s,
+                                       shared_s=terms.shared_s)
             if wait is None:
                 break
         else:
-            answer, wait = await store.ip_lease(ip, holder, hold_s, hold_s)
+            answer, wait = await store.ip_lease(ip, holder, terms.hold_s, terms.hold_s)
             if answer == "held":
                 break
             slot = answer == "shared"
@@ -163,7 +162,7 @@ async def _probe_once(cfg: Config, store, resolver, fetcher, clock, key: str, ur
         if slot:
             await store.ip_release(ip, None)
         else:
-            await store.ip_leases_give(holder, [ip], span_s)
+            await store.ip_leases_give(holder, [ip], terms.span_s)
     rtt = clock.now() - started
     answered = result.status != 0
     p = Probe(cfg.distributed.region, rtt if answered else None, result.status,

@@ -56,13 +56,32 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 
 from courtly.ports import StoreUnavailableError
 
-__all__ = ["ASK_S", "IpLeases"]
+__all__ = ["ASK_S", "IpLeases", "LeaseTerms"]
 
 ASK_S = 1.0       # a worker waiting for an IP held elsewhere asks again this often, at most
 RELEASE_TRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTerms:
+    """The times of the per-IP leases and slots, from the configuration."""
+
+    lease_s: float      # a lease's term, renewed every third of it
+    span_s: float       # one rate window (core/politeness): a lease given back is free this much later
+    hold_s: float       # a request started in term is over after this: a silent holder's lease lapses
+    shared_s: float     # an IP stays shared this long after a slot
+
+    @classmethod
+    def of(cls, cfg) -> LeaseTerms:
+        rate = cfg.politeness.ip_rate
+        span = (1.0 if rate >= 1 else 1.0 / rate) + 0.01
+        hold = cfg.fetch.total_s + span + 1.0
+        lease = cfg.distributed.ip_lease_s
+        return cls(lease, span, hold, max(lease, hold + span))
 
 
 class IpLeases:
@@ -76,11 +95,9 @@ class IpLeases:
         self.owner = f"{worker_id}/{uuid.uuid4().hex[:8]}"   # a restarted worker is a new holder
         pol = cfg.politeness
         self.conc, self.rate = pol.ip_concurrency, pol.ip_rate
-        self.lease_s = cfg.distributed.ip_lease_s
+        t = LeaseTerms.of(cfg)
+        self.lease_s, self.span_s, self.hold_s, self.shared_s = t.lease_s, t.span_s, t.hold_s, t.shared_s
         self.period_s = self.lease_s / 3.0
-        self.span_s = (1.0 if self.rate >= 1 else 1.0 / self.rate) + 0.01   # one rate window (core/politeness)
-        self.hold_s = cfg.fetch.total_s + self.span_s + 1.0        # a request started in term is over
-        self.shared_s = max(self.lease_s, self.hold_s + self.span_s)   # shared this long after a slot
         self.retry_s = min(1.0, cfg.distributed.store_retry_s_max)
         self._until: dict[str, float] = {}        # IP held whole -> local deadline for starting a request
         self._on_wire: dict[str, int] = {}        # IP held -> requests sent under its lease, not yet over

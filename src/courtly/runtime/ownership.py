@@ -274,6 +274,12 @@ class Ownership:
         try:
             if epochs:
                 await self.store.release_many(self.worker_id, epochs)
+            # and any row still in this worker's name that it does not know it holds (an acquire
+            # whose answer a cancelled lease loop never read): it wrote nothing under it
+            stray = {r.partition: r.epoch for r in await self.store.leases()
+                     if r.owner == self.worker_id and r.partition not in epochs}
+            if stray:
+                await self.store.release_many(self.worker_id, stray)
             await self.store.deregister(self.worker_id)
         except StoreUnavailableError as e:
             log.warning("could not release partitions (%s): they move when their leases expire", e)

@@ -74,26 +74,9 @@ class LeaseRequests:
             tenure = c.tenancy.tenure(key)
         async with self._key_locks.hold(key):
             while True:      # again only when the IP's lease ended before the request left
-                while True:
-                    if c.stopping:
-                        return None
-                    now = c.clock.now()
-                    ready = c.politeness.ready_at(key, now)
-                    if ready > now:
-                        await c.pause_until(ready)
-                        continue
-                    ip_ready = c.politeness.ip_ready_at(ip, now, key)
-                    if ip_ready is None:
-                        ev = self._ip_waiters.setdefault(ip, asyncio.Event())
-                        ev.clear()
-                        await ev.wait()
-                        continue
-                    if ip_ready > now:
-                        await c.pause_until(ip_ready)
-                        continue
-                    if not await c.sending.acquire(ip, key):
-                        continue    # waited for a limit shared with other workers: check again
-                    break
+                now = await self._turn(key, ip)
+                if now is None:
+                    return None
                 if not self._may_send(key, lease, tenure, now):
                     c.sending.release(ip, key, now)
                     return None
@@ -151,6 +134,31 @@ class LeaseRequests:
                 # (what remains is the few microseconds of this synchronous step).
                 c.commit()
             return result
+
+    async def _turn(self, key: str, ip: str) -> float | None:
+        """Wait for the key's and the IP's turn, then take the send policy's
+        slot: the instant, or None when the crawl stops."""
+        c = self.c
+        while True:
+            if c.stopping:
+                return None
+            now = c.clock.now()
+            ready = c.politeness.ready_at(key, now)
+            if ready > now:
+                await c.pause_until(ready)
+                continue
+            ip_ready = c.politeness.ip_ready_at(ip, now, key)
+            if ip_ready is None:
+                ev = self._ip_waiters.setdefault(ip, asyncio.Event())
+                ev.clear()
+                await ev.wait()
+                continue
+            if ip_ready > now:
+                await c.pause_until(ip_ready)
+                continue
+            if await c.sending.acquire(ip, key):
+                return now
+            # waited for a limit shared with other workers: check again
 
     def _may_send(self, key: str, lease: Lease | None, tenure: Tenure, now: float) -> bool:
         """The last check before a request leaves: the crawl goes on, the host

@@ -477,8 +477,8 @@ class Worker:
             await self._final_flush()
             owner.cancel()
             await asyncio.gather(owner, return_exceptions=True)
+            await self.own.close()      # partitions first: their next owners wait for them
             await self.slots.close()
-            await self.own.close()
         return stats
 
     def _loop_ended(self, t: asyncio.Task) -> None:

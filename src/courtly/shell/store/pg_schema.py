@@ -285,15 +285,23 @@ CREATE TABLE ip_leases (
     shared_until double precision NOT NULL DEFAULT 0, -- shared: requests take slots (ip_limits) until then
     updated_at double precision NOT NULL);
 CREATE INDEX ip_leases_wanted ON ip_leases (owner) WHERE wanted;   -- a holder's poll: which of mine are wanted
+CREATE FUNCTION courtly_ip_row(p_ip text, p_now double precision) RETURNS ip_leases
+LANGUAGE plpgsql AS $$
+DECLARE
+    r ip_leases;
+BEGIN                                             -- the IP's row, made if new, locked until the caller's commit
+    INSERT INTO ip_leases (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
+    SELECT * INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
+    RETURN r;
+END $$;
 CREATE FUNCTION courtly_ip_lease(p_ip text, p_owner text, p_now double precision, p_lease_s double precision,
         p_hold_s double precision, OUT answer text, OUT wait_s double precision)
 LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
+    r ip_leases;
 BEGIN
     p_now := coalesce(p_now, {_NOW});
-    INSERT INTO ip_leases (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
-    SELECT owner, until, free_at, wanted, shared_until INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
+    r := courtly_ip_row(p_ip, p_now);
     IF r.owner IS NOT NULL AND r.owner <> p_owner AND r.until + p_hold_s > p_now THEN
         -- held elsewhere (a holder that died lapses hold_s after its term: its last requests are over)
         IF NOT r.wanted THEN
@@ -324,11 +332,10 @@ CREATE FUNCTION courtly_ip_slot(p_ip text, p_now double precision, p_conc intege
         OUT granted boolean, OUT wait_s double precision, OUT token double precision)
 LANGUAGE plpgsql AS $$
 DECLARE
-    r record;
+    r ip_leases;
 BEGIN
     p_now := coalesce(p_now, {_NOW});
-    INSERT INTO ip_leases (ip, updated_at) VALUES (p_ip, p_now) ON CONFLICT (ip) DO NOTHING;
-    SELECT owner, until, free_at INTO r FROM ip_leases WHERE ip = p_ip FOR UPDATE;
+    r := courtly_ip_row(p_ip, p_now);
     granted := false;
     IF r.owner IS NOT NULL AND r.until + p_hold_s > p_now THEN   -- held whole: its holder gives it back
         UPDATE ip_leases SET wanted = true WHERE ip = p_ip;
