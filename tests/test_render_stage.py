@@ -135,6 +135,26 @@ def test_a_page_that_crashes_the_browser_twice_becomes_a_dead_letter(tmp_path):
     c.store.close()
 
 
+def test_a_browser_that_does_not_start_leaves_the_crawl_whole_flagged_and_strikes_no_page(tmp_path):
+    class _NoBrowser(_Renderer):
+        async def render(self, url, document, gate):
+            self.rendered.append(url)
+            return Rendered(url, RenderOutcome.UNAVAILABLE, detail="the browser did not start: exit 1")
+
+    c, fetcher, renderer, web = _shell_crawler(tmp_path, share_max=1.0, burst=100, renderer=_NoBrowser())
+    c.add_seeds([f"https://{h}/" for h in HOSTS])
+    asyncio.run(c.run())
+    fetched = [u for u in web if u in fetcher.pages]
+    assert len(fetched) == len(web)                     # every page of the web still crawled from its raw links
+    rows = c.store._db.execute("SELECT url, detail FROM flags WHERE flag = 'render_failed'").fetchall()
+    assert sorted(u for u, _ in rows) == sorted(renderer.rendered) and rows
+    assert all(d.startswith("unavailable: the browser did not start") for _, d in rows)
+    assert c.renders.stats.outcomes == {"unavailable": len(rows)}
+    assert c.batch.dead_letters == [] and not c.store._db.execute(
+        "SELECT count(*) FROM flags WHERE flag = 'dead_letter'").fetchone()[0]
+    c.store.close()
+
+
 def test_render_metrics_equal_the_render_stage_and_pass_promtool(tmp_path):
     import shutil
     import subprocess

@@ -69,6 +69,7 @@ class RenderSection:
     band_max: int = 4                  # pages in priority bands above this are never rendered
     executable_path: str = "/usr/bin/chromium"   # Debian's chromium; never a downloaded browser
     contexts_max: int = 2              # isolated browser contexts (pages) at once
+    launch_s: float = 60.0             # the browser must start within this (a cold start on a busy machine is slow)
     queue_max: int = 64                # shells waiting for a context; beyond it they are parsed raw (flagged)
     navigation_s: float = 10.0         # the page's own load must end within this
     deadline_s: float = 20.0           # a whole render, subrequests included
@@ -87,7 +88,7 @@ class RenderSection:
             raise ConfigError(f"render.share_max must be within 0..1, not {self.share_max}")
         if not 0 <= self.script_share_min <= 1:
             raise ConfigError(f"render.script_share_min must be within 0..1, not {self.script_share_min}")
-        for name in ("contexts_max", "queue_max", "navigation_s", "deadline_s", "renders_per_browser_max",
+        for name in ("contexts_max", "launch_s", "queue_max", "navigation_s", "deadline_s", "renders_per_browser_max",
                      "memory_bytes_max", "subrequests_max"):
             _positive(f"render.{name}", getattr(self, name))
         for name in ("settle_s", "band_max", "text_chars_max", "burst"):

@@ -30,6 +30,7 @@ enabled = true
 share_max = 1.0
 burst = 5
 contexts_max = 2
+launch_s = 180.0
 navigation_s = 6.0
 deadline_s = 20.0
 settle_s = 1.0
@@ -190,7 +191,7 @@ def test_pywb_replays_a_rendered_page_with_its_script_and_the_answers_it_got(cra
         ts = captures["/"][0]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                         args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+                                         args=["--no-sandbox", "--disable-gpu", "--no-first-run"], timeout=180_000)
             try:
                 page = browser.new_page()
                 page.goto(f"{base}/coll/{ts}/http://{host}:{port}/", timeout=60_000)   # pywb's frame

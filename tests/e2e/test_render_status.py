@@ -9,7 +9,7 @@ import json
 import pytest
 
 from e2e.test_status_browser import (  # noqa: F401  (chromium: a fixture)
-    ARGS, WAIT_MS, check_figures_match_metrics, chromium, fetch_metrics, open_page, snapshots, wait_snapshots)
+    ARGS, LAUNCH_MS, WAIT_MS, check_figures_match_metrics, chromium, fetch_metrics, open_page, snapshots, wait_snapshots)
 from courtly.shell.status import StatusServer
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ async def _scenario(cfg, out, seeds, chromium_path: str) -> tuple[dict, list[dic
     try:
         await asyncio.wait_for(crawl, 600)   # the figures are final once the crawl has ended
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
+            browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True, timeout=LAUNCH_MS)
             try:
                 page, errors = await open_page(browser, base)
                 # figures are still now only once the IP rate window has emptied
@@ -69,7 +69,8 @@ def test_status_page_shows_rendering_figures_equal_to_metrics(chromium, tmp_path
             "fetch": {"total_s": 3.0, "connect_s": 2.0},
             "store": {"commit_interval_s": 0.2},
             "network": {"allow": allowed, "hosts_file": str(web.hosts_file)},
-            "render": {"enabled": True, "share_max": 1.0, "burst": 5, "navigation_s": 6.0, "deadline_s": 20.0},
+            "render": {"enabled": True, "share_max": 1.0, "burst": 5, "navigation_s": 6.0, "deadline_s": 20.0,
+                       "launch_s": 180.0},
         })
         result, tiles, m = asyncio.run(_scenario(cfg, tmp_path / "crawl", web.seeds, chromium))
     shown = {t["metric"] for t in tiles if not t["hidden"]}

@@ -25,7 +25,7 @@ import pytest
 from crawl_support import courtly_cmd, crawl_args, db_rows, run_courtly, write_config
 from warc_support import check_warcs, closed_warcs
 
-from e2e.test_status_browser import (ARGS, WAIT_MS, artifacts, check_figures_match_metrics,  # noqa: F401
+from e2e.test_status_browser import (ARGS, LAUNCH_MS, WAIT_MS, artifacts, check_figures_match_metrics,  # noqa: F401
                                      chromium, open_page)
 
 SERVE_START_S = 60
@@ -90,7 +90,7 @@ async def _served_page(chromium_path: str, base: str, out: Path, shot: Path, *, 
     assert busy["queued"] > 0, "the crawl stopped at --max-pages: some host still has URLs queued"
     queued = _json("urls", "--out", str(out), "--host", busy["key"], "--state", "queued", "--limit", "50")
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
+        browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True, timeout=LAUNCH_MS)
         try:
             page, errors = await open_page(browser, base)
             # every tile equals /metrics, both read from the store

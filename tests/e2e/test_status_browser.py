@@ -41,6 +41,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 CHARTS = ["chart-rate", "chart-bytes", "chart-status", "chart-queue", "chart-hosts", "chart-latency",
           "chart-reasons"]
 WAIT_MS = 60_000   # generous upper bounds for the page to catch up, never a timing assertion
+LAUNCH_MS = 180_000   # a browser's start on a loaded machine (CI saw one take more than 30 s)
 
 
 def artifacts() -> Path:
@@ -147,7 +148,7 @@ async def headless_chromium(chromium_path: str):
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
+        browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True, timeout=LAUNCH_MS)
         try:
             yield browser
         finally:
@@ -240,7 +241,7 @@ async def _fake_scenario(src, chromium_path: str, shot: Path) -> None:
     base = f"http://127.0.0.1:{port}/"
     try:
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
+            browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True, timeout=LAUNCH_MS)
             try:
                 page, errors = await open_page(browser, base)
                 await wait_snapshots(page, 4)
@@ -335,7 +336,7 @@ async def _crawl_scenario(cfg, out: Path, seeds: list[str], chromium_path: str, 
     base = f"http://127.0.0.1:{port}/"
     try:
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True)
+            browser = await p.chromium.launch(executable_path=chromium_path, args=ARGS, headless=True, timeout=LAUNCH_MS)
             try:
                 page, errors = await open_page(browser, base)
                 await wait_snapshots(page, 2)

@@ -8,12 +8,14 @@ when the browser cannot be found (no playwright, no /usr/bin/chromium).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 
 import pytest
+from clock_support import ManualClock
 
 from courtly.core.render import RenderOutcome, SubRequest, SubResponse
 from courtly.shell.clock import SystemClock
-from courtly.shell.render import ChromiumRenderer, browser_args
+from courtly.shell.render import RELAUNCH_S, ChromiumRenderer, browser_args
 
 CHROMIUM = "/usr/bin/chromium"
 HTML = (("content-type", "text/html; charset=utf-8"),)
@@ -23,7 +25,8 @@ APP = (b"fetch('/api').then(r=>r.json()).then(h=>{for(const x of h){const a=docu
 
 
 def _renderer(**kw) -> ChromiumRenderer:
-    kw = {"navigation_s": 10.0, "deadline_s": 20.0, "settle_s": 0.3, **kw}   # generous: a busy machine
+    # generous: a busy machine (CI saw a browser take more than 30 s to start)
+    kw = {"navigation_s": 10.0, "deadline_s": 20.0, "settle_s": 0.3, "launch_s": 180.0, **kw}
     r = ChromiumRenderer(executable_path=CHROMIUM, clock=SystemClock(), **kw)
     why = r.available()
     if why:
@@ -166,6 +169,35 @@ def test_the_browser_is_restarted_after_n_renders_and_after_a_crash():
 def test_available_says_why_without_a_browser():
     r = ChromiumRenderer(executable_path="/nonexistent/chromium", clock=SystemClock())
     assert "no browser at /nonexistent/chromium" in r.available()
+
+
+def test_a_browser_that_does_not_start_is_a_render_outcome_and_is_tried_again_after_a_pause(tmp_path):
+    if importlib.util.find_spec("playwright") is None:
+        pytest.skip("the Python package playwright is not installed")
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\necho 'cannot open display' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    clock = ManualClock(1000.0)
+
+    async def scenario():
+        r = ChromiumRenderer(executable_path=str(broken), clock=clock, launch_s=60.0)
+        outs = []
+        try:
+            outs.append(await r.render("http://spa.test/", SubResponse(200, HTML, SPA), Gate()))
+            clock.t += RELAUNCH_S / 2          # within the pause: refused without a launch
+            outs.append(await r.render("http://spa.test/", SubResponse(200, HTML, SPA), Gate()))
+            failures_in_pause = r.launch_failures
+            clock.t += RELAUNCH_S              # after it: launched (and failing) again
+            outs.append(await r.render("http://spa.test/", SubResponse(200, HTML, SPA), Gate()))
+        finally:
+            await r.close()
+        return outs, failures_in_pause, r.launch_failures
+
+    outs, failures_in_pause, failures = asyncio.run(scenario())
+    assert [o.outcome for o in outs] == [RenderOutcome.UNAVAILABLE] * 3
+    assert outs[0].detail.startswith("the browser did not start: ") and outs[0].dom == b""
+    assert "tried again" in outs[1].detail
+    assert failures_in_pause == 1 and failures == 2
 
 
 def test_the_browser_is_restarted_when_its_memory_passes_the_cap():

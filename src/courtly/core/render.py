@@ -22,6 +22,7 @@ class RenderOutcome(StrEnum):
     CRASHED = "crashed"            # the page or the browser died
     HUNG = "hung"                  # the browser stopped answering (it is restarted)
     FAILED = "failed"              # anything else the browser reported
+    UNAVAILABLE = "unavailable"    # the browser did not start (tried again after a pause)
 
 
 @dataclass(frozen=True, slots=True)

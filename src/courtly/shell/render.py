@@ -54,7 +54,8 @@ __all__ = ["ChromiumRenderer", "browser_args", "tree_rss"]
 log = logging.getLogger("courtly")
 
 CLOSE_S = 5.0      # a context that does not close in this time: the browser is hung
-LAUNCH_S = 30.0
+STOP_S = 30.0      # Playwright's driver must stop within this
+RELAUNCH_S = 60.0  # after a browser that did not start, renders are refused this long before it is tried again
 # headers that describe the wire form of a body; the page is given the decoded one
 _WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection",
                            "keep-alive", "x-crawler-transfer-encoding"})
@@ -75,9 +76,10 @@ def browser_args(*, as_root: bool) -> list[str]:
 class ChromiumRenderer:
     def __init__(self, *, executable_path: str, clock, contexts_max: int = 2, navigation_s: float = 10.0,
                  deadline_s: float = 20.0, settle_s: float = 1.0, renders_per_browser_max: int = 200,
-                 memory_bytes_max: int = 2**30, user_agent: str = "courtly") -> None:
+                 memory_bytes_max: int = 2**30, user_agent: str = "courtly", launch_s: float = 60.0) -> None:
         self.executable_path = executable_path
         self.clock = clock
+        self.launch_s = launch_s
         self.navigation_s = navigation_s
         self.deadline_s = deadline_s
         self.settle_s = settle_s
@@ -95,11 +97,14 @@ class ChromiumRenderer:
         self._start_lock = asyncio.Lock()
         self.restarts = 0
         self.restart_reasons: dict[str, int] = {}
+        self.launch_failures = 0
+        self._launch_failed: tuple[float, str] | None = None   # (when, why) of the last start that failed
 
     @classmethod
     def from_config(cls, render, *, clock, user_agent: str) -> "ChromiumRenderer":
         """From the `[render]` section (config.RenderSection)."""
         return cls(executable_path=render.executable_path, clock=clock, contexts_max=render.contexts_max,
+                   launch_s=render.launch_s,
                    navigation_s=render.navigation_s, deadline_s=render.deadline_s, settle_s=render.settle_s,
                    renders_per_browser_max=render.renders_per_browser_max,
                    memory_bytes_max=render.memory_bytes_max, user_agent=user_agent)
@@ -116,14 +121,17 @@ class ChromiumRenderer:
         await self._stop_browser()
         if self._playwright is not None:
             pw, self._playwright = self._playwright, None
-            await asyncio.wait_for(pw.stop(), LAUNCH_S)
+            await asyncio.wait_for(pw.stop(), STOP_S)
 
     # ---- one render ---------------------------------------------------------------
 
     async def render(self, url: str, document: SubResponse, gate: SubrequestGate) -> Rendered:
         """Render `url`, whose raw answer is `document`; every other request goes to `gate`."""
         async with self._slots:
-            browser = await self._browser_for_render()
+            try:
+                browser = await self._browser_for_render()
+            except _NotStarted as e:
+                return Rendered(url, RenderOutcome.UNAVAILABLE, detail=str(e))
             self._in_flight += 1
             self._idle.clear()
             started = self.clock.now()
@@ -216,17 +224,35 @@ class ChromiumRenderer:
                 await self._stop_browser()
                 self.restarts += 1
             if self._browser is None:
-                await self._start_browser()
+                await self._start_or_refuse()
             return self._browser
+
+    async def _start_or_refuse(self) -> None:
+        """Start the browser, or raise _NotStarted: now, or within RELAUNCH_S of a start that failed
+        (a browser that cannot start is not retried for every page)."""
+        now = self.clock.now()
+        if self._launch_failed is not None:
+            at, why = self._launch_failed
+            if now - at < RELAUNCH_S:
+                raise _NotStarted(f"the browser did not start {now - at:.0f} s ago ({why}); "
+                                  f"it is tried again {RELAUNCH_S:g} s after that")
+        try:
+            await self._start_browser()
+        except Exception as e:    # Playwright's launch errors have no stable types
+            self.launch_failures += 1
+            self._launch_failed = (self.clock.now(), _line(e))
+            log.warning("render: the browser did not start: %s", _line(e))
+            raise _NotStarted(f"the browser did not start: {_line(e)}") from e
+        self._launch_failed = None
 
     async def _start_browser(self) -> None:
         if self._playwright is None:
             from playwright.async_api import async_playwright   # the [render] extra
 
-            self._playwright = await asyncio.wait_for(async_playwright().start(), LAUNCH_S)
+            self._playwright = await asyncio.wait_for(async_playwright().start(), self.launch_s)
         self._browser = await self._playwright.chromium.launch(
             executable_path=self.executable_path, headless=True, args=browser_args(as_root=os.geteuid() == 0),
-            chromium_sandbox=False, proxy={"server": "http://127.0.0.1:9"}, timeout=LAUNCH_S * 1000,
+            chromium_sandbox=False, proxy={"server": "http://127.0.0.1:9"}, timeout=self.launch_s * 1000,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         self._renders = 0
         self._retire = False
@@ -238,6 +264,10 @@ class ChromiumRenderer:
                 await asyncio.wait_for(browser.close(), CLOSE_S)
             except Exception:
                 log.warning("render: the browser did not close in %s s; it is left to Playwright", CLOSE_S)
+
+
+class _NotStarted(Exception):
+    """The browser could not be started; the message says why (a render's detail)."""
 
 
 class _RenderState:
