@@ -194,9 +194,10 @@ def test_pywb_replays_a_rendered_page_with_its_script_and_the_answers_it_got(cra
                                          args=["--no-sandbox", "--disable-gpu", "--no-first-run"], timeout=180_000)
             try:
                 page = browser.new_page()
+                page.set_default_timeout(60_000)   # generous on a loaded machine
                 page.goto(f"{base}/coll/{ts}/http://{host}:{port}/", timeout=60_000)   # pywb's frame
                 anchors = page.frame_locator("iframe").first.locator("#root a")
-                anchors.first.wait_for(timeout=30_000)
+                anchors.first.wait_for(timeout=60_000)
                 replayed = anchors.evaluate_all("els => els.map(e => e.getAttribute('href'))")
             finally:
                 browser.close()

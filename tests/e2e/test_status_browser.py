@@ -157,6 +157,7 @@ async def headless_chromium(chromium_path: str):
 
 async def open_page(browser, base: str):
     page = await browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(WAIT_MS)   # every action and navigation: generous on a loaded machine
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
