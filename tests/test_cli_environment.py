@@ -17,7 +17,7 @@ from cli_support import courtly_logger_restored
 from site_support import tiny_site
 
 from courtly.cli import main
-from courtly.runtime.exits import Exit, environment_problem
+from courtly.runtime.exits import Exit, environment_advice, environment_problem
 from courtly.shell.warc import WarcWriter
 
 PAGES = 8
@@ -85,6 +85,46 @@ def test_a_full_disk_is_one_line_exit_4_and_the_same_command_resumes(tmp_path, c
 ])
 def test_environment_errors_are_named_by_their_code(exc, line):
     assert environment_problem(exc) == line
+
+
+def test_a_crawl_started_on_a_database_another_process_holds_locked_is_one_line_exit_4(tmp_path):
+    """A real lock (an exclusive transaction of another process) and the real command: no traceback."""
+    out = tmp_path / "crawl"
+    with tiny_site(PAGES) as url:
+        first = subprocess.run([sys.executable, "-m", "courtly", *_crawl(url, out), "--max-pages", "2"],
+                               capture_output=True, text=True, timeout=300)
+        assert first.returncode == Exit.FINISHED, first.stderr
+        holder = sqlite3.connect(str(out / "crawl.db"), isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            locked = subprocess.run([sys.executable, "-m", "courtly", *_crawl(url, out)],
+                                    capture_output=True, text=True, timeout=300)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        again = subprocess.run([sys.executable, "-m", "courtly", *_crawl(url, out)],
+                               capture_output=True, text=True, timeout=300)
+    assert locked.returncode == Exit.ENVIRONMENT, locked.stderr
+    assert "Traceback" not in locked.stderr
+    errors = [line for line in locked.stderr.splitlines() if "error" in line.lower()]
+    assert errors == ["courtly: error: the crawl's database is locked by another process (SQLite: database is "
+                      "locked); the crawl state is saved: when the process holding it lets go (another courtly "
+                      "command on this folder, a backup, an open sqlite3 shell), run the same command again to "
+                      "resume"], locked.stderr
+    assert again.returncode == Exit.FINISHED, again.stderr
+    db = sqlite3.connect(str(out / "crawl.db"))
+    assert db.execute("SELECT count(*) FROM urls WHERE state = 'fetched'").fetchone() == (PAGES,)
+    db.close()
+
+
+def test_the_advice_follows_the_error():
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = 5   # SQLITE_BUSY
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = 13
+    assert environment_advice(busy).startswith("when the process holding it lets go")
+    assert environment_problem(busy) == "the crawl's database is locked by another process (SQLite: database is locked)"
+    assert environment_advice(full).startswith("free space")
 
 
 def test_an_environment_error_is_found_behind_the_error_it_caused():

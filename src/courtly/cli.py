@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     except _expected_errors() as e:
         problem = _environment_problem(e)
         if problem:
-            return _environment_exit(problem)
+            return _environment_exit(problem, e)
         if json_logs():   # stderr stays one JSON object per line
             import logging
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = _environment_problem(e)
         if not problem:
             raise   # a bug: its traceback is the report
-        return _environment_exit(problem)
+        return _environment_exit(problem, e)
     parser.print_help()
     return 2
 
@@ -231,12 +231,11 @@ def _environment_problem(e: BaseException) -> str:
     return environment_problem(e)
 
 
-def _environment_exit(problem: str) -> int:
+def _environment_exit(problem: str, e: BaseException) -> int:
     """A full disk and its kin: one line, exit status 4 (runtime/exits)."""
-    from courtly.runtime.exits import Exit
+    from courtly.runtime.exits import Exit, environment_advice
 
-    say(f"{problem}; the crawl state is saved: free space (or fix the file system) "
-         "and run the same command again to resume", "error")
+    say(f"{problem}; the crawl state is saved: {environment_advice(e)}", "error")
     return int(Exit.ENVIRONMENT)
 
 

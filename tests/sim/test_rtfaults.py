@@ -6,6 +6,7 @@ seeds, and fetching pauses at `store.unwritten_max`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 
 from courtly.runtime.group_commit import GroupCommit
@@ -145,3 +146,17 @@ def test_after_a_store_down_stop_only_urls_the_store_had_not_settled_may_be_requ
     resumed = (T0 + 400.0, frozenset({"http://k0.test/a"}))   # /a settled before the stop, /b not
     assert [v.at for v in check_duplicates(log, T0, None, resumed)] == [500.0]
     assert [v.at for v in check_duplicates(log, T0, None, None)] == [500.0, 502.0]
+
+
+def test_a_restart_that_falls_inside_the_store_outage_ends_as_the_command_does_and_runs_again_once_it_is_back():
+    # found by a soak (seed 20938, --keys-max 12 --pages-max 20): the restart's load met the locked store
+    # and the harness took the command's exit 4 for a crash of the runtime
+    seed = PAUSE_SEED
+    w = draw_web(seed)
+    for aborts in (True, False):
+        web = dataclasses.replace(w, restart_at_s=w.store_down_at_s + 1.0, restart_aborts=aborts, freeze_at_s=None)
+        r = run_seed(seed, web=web)
+        assert r.ok, [v.render() for v in r.violations]
+        assert r.store_down and r.store_failures
+        back = T0 + web.store_down_at_s + web.store_down_s
+        assert any(q.sent_at >= back for q in r.requests)   # the same command, run again, crawled on

@@ -27,7 +27,8 @@ import errno
 import sqlite3
 from enum import IntEnum
 
-__all__ = ["Exit", "UsageError", "crawl_exit", "environment_problem", "ENVIRONMENT_ERRNOS", "EXIT_HELP"]
+__all__ = ["Exit", "UsageError", "crawl_exit", "environment_problem", "environment_advice", "ENVIRONMENT_ERRNOS",
+           "EXIT_HELP"]
 
 
 class UsageError(Exception):
@@ -39,20 +40,22 @@ class Exit(IntEnum):
     NOT_FOUND = 1        # `courtly explain`: this crawl never saw the URL
     BAD_INPUT = 2        # a configuration, seed or folder problem: nothing started
     SEEDS_REFUSED = 3    # nothing fetched: every seed was refused or failed (the lines above say why, and the fix)
-    ENVIRONMENT = 4      # a full disk, quota, read-only file system, I/O error, store down: state saved, resumable
+    ENVIRONMENT = 4      # a full disk, quota, read-only file system, I/O error, store locked or down: state saved, resumable
     SIGINT = 130         # stopped by Ctrl-C (SIGINT): state saved, the same command resumes
     SIGTERM = 143        # stopped by SIGTERM: state saved, the same command resumes
 
 
 EXIT_HELP = ("exit status: 0 finished; 2 bad input (nothing started); 3 nothing fetched, every seed "
-             "refused or failed; 4 environment error (disk full, quota, read-only, I/O, crawl database unwritable "
-             "past store.down_s_max; state saved, resumable); "
+             "refused or failed; 4 environment error (disk full, quota, read-only, I/O, crawl database locked "
+             "by another process, or unwritable past store.down_s_max; state saved, resumable); "
              "130/143 stopped by SIGINT/SIGTERM (state saved, resumable)")
 
 ENVIRONMENT_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
                       errno.EROFS: "read-only file system", errno.EFBIG: "file too large",
                       errno.EIO: "input/output error"}
-_SQLITE_CODES = {13: "database or disk is full", 8: "database is read-only", 10: "disk I/O error"}
+_SQLITE_LOCKED = {5: "the crawl's database is locked by another process",      # SQLITE_BUSY past the busy timeout
+                  6: "the crawl's database is locked by another connection"}   # SQLITE_LOCKED
+_SQLITE_CODES = {13: "database or disk is full", 8: "database is read-only", 10: "disk I/O error", **_SQLITE_LOCKED}
 _CHAIN_MAX = 16   # links of __cause__/__context__ followed
 
 
@@ -87,3 +90,16 @@ def environment_problem(exc: BaseException) -> str:
                 return f"{_SQLITE_CODES[code]} (SQLite: {e})"
         e = e.__cause__ or e.__context__
     return ""
+
+
+def environment_advice(exc: BaseException) -> str:
+    """What to do about the environment error in `exc`'s chain (the second half of the CLI's line)."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < _CHAIN_MAX:
+        seen += 1
+        if isinstance(e, sqlite3.Error) and (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF in _SQLITE_LOCKED:
+            return ("when the process holding it lets go (another courtly command on this folder, a backup, "
+                    "an open sqlite3 shell), run the same command again to resume")
+        e = e.__cause__ or e.__context__
+    return "free space (or fix the file system) and run the same command again to resume"

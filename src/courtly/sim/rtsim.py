@@ -14,6 +14,11 @@ a second and the same seed gives the same request log, bit for bit. The crawl
 stops by itself or after `DURATION_S` of virtual time; then the checker
 (sim/rtcheck.py) judges the request log and the store.
 
+A run that ends on an unavailable store - past `store.down_s_max` while
+crawling, or already while loading the folder (a restart that falls inside
+the outage) - ends as the command does, with its environment exit; the same
+command is then run again once the store is back.
+
 Rules: nothing here reads the wall clock except the report of how long the
 run took; a failing seed's line says how to reproduce it alone.
 """
@@ -34,6 +39,7 @@ from pathlib import Path
 from courtly.config import Config
 from courtly.core.recrawl_policy import policy_for_intent
 from courtly.runtime.crawler import Crawler
+from courtly.runtime.exits import environment_problem
 from courtly.runtime.group_commit import StoreDown
 from courtly.runtime.seeds import feed_seeds
 from courtly.shell.store.sqlite import SqliteStore
@@ -183,7 +189,13 @@ async def _one_run(cfg: Config, clock: VirtualClock, fetcher: SimFetcher, web: R
 
     timer = None
     try:
-        crawler.load()
+        try:
+            crawler.load()
+        except Exception as e:
+            if not environment_problem(e):
+                raise
+            outcome["store_down"] = e     # the command's exit 4 before it crawls: run again when the store is back
+            return False
         if first or seeds:
             await feed_seeds(crawler, web.seeds)   # as runtime/wiring.run_crawl admits them
         if first:
