@@ -160,3 +160,31 @@ def test_a_restart_that_falls_inside_the_store_outage_ends_as_the_command_does_a
         assert r.store_down and r.store_failures
         back = T0 + web.store_down_at_s + web.store_down_s
         assert any(q.sent_at >= back for q in r.requests)   # the same command, run again, crawled on
+
+
+def test_the_links_of_an_answer_the_store_never_acknowledged_count_only_through_the_page_fetched_again():
+    # found by a soak (seed 61893): /p1 answered 200 while the store was down, the crawl stopped past
+    # store.down_s_max, and the resumed crawl's fetches of /p1 met a 429 burst and failed with a reason;
+    # /p1's links were known only from the answer nobody acknowledged
+    from courtly.sim.rtcheck import UrlRow, check_store
+    from courtly.sim.rtweb import Request
+
+    seed = 61893
+    web = draw_web(seed)
+    host = web.by_name["k0.test"]
+    linked = host.links["/p1"]
+
+    def req(path: str, at: float, status: int) -> Request:
+        return Request(f"http://k0.test{path}", "k0.test", path, "203.0.113.10", T0 + at, T0 + at + 0.1, status, "")
+
+    log = [req("/p1", 15.0, 200), req("/p1", 420.0, 429)]
+    rows = [UrlRow("http://k0.test/p1", "failed", "error")]
+    resumed = (T0 + 414.0, frozenset())          # /p1 not settled when the store-down stop came
+    assert check_store(web, log, rows, ended_by_itself=True, t0=T0, resumed_after_down=resumed) == []
+    lost = check_store(web, log, rows, ended_by_itself=True, t0=T0)
+    assert len(lost) == len(linked) and all(v.rule is Rule.LOST for v in lost)
+    settled = (T0 + 414.0, frozenset({"http://k0.test/p1"}))   # acknowledged: its links must be in the store
+    assert len(check_store(web, log, rows, ended_by_itself=True, t0=T0, resumed_after_down=settled)) == len(linked)
+    log.append(req("/p1", 500.0, 200))           # the page fetched again: that answer's links count
+    assert len(check_store(web, log, rows, ended_by_itself=True, t0=T0, resumed_after_down=resumed)) == len(linked)
+    assert run_seed(seed).ok

@@ -26,7 +26,9 @@ Rules (each a `Rule`; a run's violations come in the order of the log):
   but it counts for the gaps: the server saw it arrive.
 - LOST: every link of a page answered 200 is in the store (queued, fetched
   or decided) at the end (after a stop for a store down past
-  `store.down_s_max`, the resumed crawl's store); NO_REASON: every URL
+  `store.down_s_max`, the resumed crawl's store; an answer the store had not
+  settled before that stop was never acknowledged, so its links count only
+  through the resumed crawl's own answer for the page); NO_REASON: every URL
   skipped or failed has a reason;
   LEFT_QUEUED: a crawl that ended by itself left nothing queued.
 
@@ -212,13 +214,16 @@ def check_duplicates(log: Sequence[Request], t0: float, recrawl_s_min: float | N
 
 
 def check_store(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow], *, ended_by_itself: bool,
-                t0: float) -> list[Violation]:
+                t0: float, resumed_after_down: tuple[float, frozenset[str]] | None = None) -> list[Violation]:
     stored = {row.url: row for row in rows}
     out = []
     for r in log:
         host = web.by_name[r.host]
         if r.status != 200 or r.path not in host.links:
             continue
+        if resumed_after_down is not None and r.done_at < resumed_after_down[0] \
+                and r.url not in resumed_after_down[1]:
+            continue   # never acknowledged: the page is fetched again (and may fail then, with its reason)
         for link in host.links[r.path]:
             if link not in stored:
                 out.append(Violation(Rule.LOST, r.done_at - t0,
@@ -236,5 +241,6 @@ def check_run(web: RuntimeWeb, log: Sequence[Request], rows: Iterable[UrlRow], l
     """Every violation of the run, ordered by when it happened."""
     found = (check_keys(web, log, lim, t0) + check_ips(log, lim, t0) + check_robots(web, log, lim, t0)
              + check_duplicates(log, t0, lim.recrawl_s_min, resumed_after_down)
-             + check_store(web, log, rows, ended_by_itself=ended_by_itself, t0=t0))
+             + check_store(web, log, rows, ended_by_itself=ended_by_itself, t0=t0,
+                           resumed_after_down=resumed_after_down))
     return sorted(found, key=lambda v: (v.at, v.rule))
