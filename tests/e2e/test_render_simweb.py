@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from crawl_support import crawl_args, check, db_rows, run_courtly, write_config
+from e2e.test_status_browser import LAUNCH_MS, WAIT_MS
 from courtly.runtime.demo import simweb_process
 from courtly.shell.clock import SystemClock
 from courtly.shell.render import ChromiumRenderer
@@ -191,13 +192,13 @@ def test_pywb_replays_a_rendered_page_with_its_script_and_the_answers_it_got(cra
         ts = captures["/"][0]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                         args=["--no-sandbox", "--disable-gpu", "--no-first-run"], timeout=180_000)
+                                         args=["--no-sandbox", "--disable-gpu", "--no-first-run"], timeout=LAUNCH_MS)
             try:
                 page = browser.new_page()
-                page.set_default_timeout(60_000)   # generous on a loaded machine
-                page.goto(f"{base}/coll/{ts}/http://{host}:{port}/", timeout=60_000)   # pywb's frame
+                page.set_default_timeout(WAIT_MS)   # generous on a loaded machine
+                page.goto(f"{base}/coll/{ts}/http://{host}:{port}/")   # pywb's frame
                 anchors = page.frame_locator("iframe").first.locator("#root a")
-                anchors.first.wait_for(timeout=60_000)
+                anchors.first.wait_for(timeout=WAIT_MS)
                 replayed = anchors.evaluate_all("els => els.map(e => e.getAttribute('href'))")
             finally:
                 browser.close()

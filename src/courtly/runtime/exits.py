@@ -73,33 +73,37 @@ def crawl_exit(stopped_by: str, fetched: int, seed_states: dict[str, int]) -> Ex
     return Exit.FINISHED
 
 
+def _chain(exc: BaseException):
+    """`exc` and the errors behind it (__cause__, else __context__), at most _CHAIN_MAX."""
+    e: BaseException | None = exc
+    for _ in range(_CHAIN_MAX):
+        if e is None:
+            return
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _sqlite_code(e: BaseException) -> int:
+    """SQLite's primary result code of a driver error (0 for anything else)."""
+    return (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF if isinstance(e, sqlite3.Error) else 0
+
+
 def environment_problem(exc: BaseException) -> str:
     """One line naming the environment error in `exc`'s chain, or ""."""
-    seen = 0
-    e: BaseException | None = exc
-    while e is not None and seen < _CHAIN_MAX:
-        seen += 1
+    for e in _chain(exc):
         if getattr(e, "environment", False):   # an error that names its own cause (runtime/group_commit.StoreDown)
             return str(e)
         if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
             where = f" writing {e.filename}" if e.filename else ""
             return f"{ENVIRONMENT_ERRNOS[e.errno]}{where} ({errno.errorcode[e.errno]})"
-        if isinstance(e, sqlite3.Error):
-            code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
-            if code in _SQLITE_CODES:
-                return f"{_SQLITE_CODES[code]} (SQLite: {e})"
-        e = e.__cause__ or e.__context__
+        if _sqlite_code(e) in _SQLITE_CODES:
+            return f"{_SQLITE_CODES[_sqlite_code(e)]} (SQLite: {e})"
     return ""
 
 
 def environment_advice(exc: BaseException) -> str:
     """What to do about the environment error in `exc`'s chain (the second half of the CLI's line)."""
-    seen = 0
-    e: BaseException | None = exc
-    while e is not None and seen < _CHAIN_MAX:
-        seen += 1
-        if isinstance(e, sqlite3.Error) and (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF in _SQLITE_LOCKED:
-            return ("when the process holding it lets go (another courtly command on this folder, a backup, "
-                    "an open sqlite3 shell), run the same command again to resume")
-        e = e.__cause__ or e.__context__
+    if any(_sqlite_code(e) in _SQLITE_LOCKED for e in _chain(exc)):
+        return ("when the process holding it lets go (another courtly command on this folder, a backup, "
+                "an open sqlite3 shell), run the same command again to resume")
     return "free space (or fix the file system) and run the same command again to resume"
