@@ -68,7 +68,8 @@ from dataclasses import dataclass, field
 from typing import Any, Coroutine
 
 from courtly.core.links import ExtractFailed, PageLinks
-from courtly.shell.extract_worker import EXIT_MEMORY, HEADER, PROGRESS_TYPE, READY, decode_page, worker_main
+from courtly.shell.extract_worker import (EXIT_MEMORY, HEADER, PROGRESS_TYPE, READY, REPLY_AFTER_S, decode_page,
+                                          worker_main)
 
 __all__ = ["ExtractPool", "ExtractFailed", "ExtractPoolStats"]
 
@@ -173,6 +174,7 @@ class ExtractPool:
         links_max: int = 5000,
         fingerprints: bool = False,   # also compute PageLinks.prints (main-text SimHash)
         _test_faults: bool = False,
+        _reply_after_s: float = REPLY_AFTER_S,   # tests: a wall-time bound they can set beyond a loaded machine's reach
     ) -> None:
         if workers < 1 or tasks_per_child < 1 or queue_max < 1 or pipeline_depth < 1:
             raise ValueError("workers, tasks_per_child, queue_max, pipeline_depth must be >= 1")
@@ -185,7 +187,7 @@ class ExtractPool:
         self.queue_max = queue_max
         self.pipeline_depth = pipeline_depth
         self._worker_args = (memory_bytes_max, task_s_max, user_agent_token, links_max, _test_faults,
-                             fingerprints)
+                             fingerprints, _reply_after_s)
         self._context = multiprocessing.get_context("spawn")
         self._slots = asyncio.Semaphore(queue_max)
         self._queue: deque[_Task] = deque()

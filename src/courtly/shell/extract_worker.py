@@ -142,13 +142,14 @@ def worker_main(
     links_max: int,
     test_faults: bool,
     fingerprints: bool = False,
+    reply_after_s: float = REPLY_AFTER_S,
     progress=None,  # shared ``[task_id, started_at]`` (`PROGRESS_TYPE`), or None
 ) -> None:
     """Serve batches of tasks from `sock` until EOF (runs in the worker process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory(memory_bytes_max)
     _keep_freed_heap()
-    options = (user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints)
+    options = (user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints, reply_after_s)
     inbox = _Inbox(sock)
     try:
         sock.sendall(frame(marshal.dumps(READY)))
@@ -197,21 +198,21 @@ class _Inbox:
 
 
 def _serve_batch(sock: socket.socket, tasks: list[tuple], alarm_s: float,
-                 options: tuple[str, int, bool, int, bool], progress) -> None:
+                 options: tuple[str, int, bool, int, bool, float], progress) -> None:
     """Answer `tasks` in order, in one reply frame (or several, when the
-    batch runs past `REPLY_AFTER_S`). Before each task its id and start go
+    batch runs past `reply_after_s`, REPLY_AFTER_S by default). Before each task its id and start go
     to `progress`, so the pool knows which task a crash or hang is due to.
     Exits on MemoryError."""
-    user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints = options
+    user_agent_token, links_max, test_faults, memory_bytes_max, fingerprints, reply_after_s = options
     task_options = (user_agent_token, links_max, fingerprints)
     done: list[tuple] = []
-    reply_at = time.monotonic() + REPLY_AFTER_S
+    reply_at = time.monotonic() + reply_after_s
     try:
         for task_id, url, content_type, x_robots_tag, body, error_print in tasks:
             now = time.monotonic()
             if done and now >= reply_at:  # a slow batch: answer what is done so far
                 sock.sendall(frame(marshal.dumps(("ok", tuple(done)))))
-                done, reply_at = [], now + REPLY_AFTER_S
+                done, reply_at = [], now + reply_after_s
             if progress is not None:
                 progress[1] = now          # the start first: the pool reads the id first
                 progress[0] = task_id
